@@ -1,0 +1,178 @@
+"""A checkpoint as an index: its config and, for every tensor name, the file, dtype, shape and byte range that hold
+it. Opening one reads the config, the index and safetensors headers (lazily, per file) and no tensor data."""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+from .errors import CorruptCheckpointError, LayoutError, MissingTensorError
+from .io.source import FileSource, read_json
+
+SAFETENSORS_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+SAFETENSORS_CODES = {dtype: code for code, dtype in SAFETENSORS_DTYPES.items()}
+MAX_HEADER_BYTES = 100 * 1024 * 1024  # safetensors' own limit
+
+# Weight files we look for, in order of preference; an index names the shards.
+WEIGHT_LAYOUTS = (
+    ("safetensors", "model.safetensors.index.json", "model.safetensors"),
+    ("bin", "pytorch_model.bin.index.json", "pytorch_model.bin"),
+)
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    name: str
+    file: str
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    offset: int | None  # absolute byte offset in a safetensors file; None in a pickle
+
+    @property
+    def nbytes(self) -> int:
+        n = self.dtype.itemsize
+        for d in self.shape:
+            n *= d
+        return n
+
+
+def parse_safetensors_header(source: FileSource, rel: str) -> dict[str, TensorRef]:
+    where = source.describe(rel)
+    size = source.size(rel)
+    if size < 8:
+        raise CorruptCheckpointError(f"{where} is too short to be a safetensors file ({size} bytes).",
+                                     "Re-download it; the file is truncated.")
+    (header_len,) = struct.unpack("<Q", bytes(source.read_range(rel, 0, 8, key="__header_len__")))
+    if header_len > MAX_HEADER_BYTES or 8 + header_len > size:
+        raise CorruptCheckpointError(f"{where} has an impossible header length ({header_len} bytes in a file of {size}).",
+                                     "The file is corrupt or truncated: re-download it.")
+    try:
+        header = json.loads(bytes(source.read_range(rel, 8, header_len, key="__header__")))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptCheckpointError(f"{where} has a header that is not valid JSON ({exc}).",
+                                     "The file is corrupt: re-download it.") from exc
+    data_start = 8 + header_len
+    refs = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = SAFETENSORS_DTYPES[entry["dtype"]]
+            shape = tuple(int(d) for d in entry["shape"])
+            begin, end = (int(x) for x in entry["data_offsets"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptCheckpointError(f"{where}: header entry for {name!r} is malformed or has an unsupported dtype "
+                                         f"({entry!r}).", "Re-export the file with safetensors.") from exc
+        ref = TensorRef(name, rel, dtype, shape, data_start + begin)
+        if end - begin != ref.nbytes or data_start + end > size:
+            raise CorruptCheckpointError(
+                f"{where}: tensor {name!r} claims bytes {begin}..{end} of the data section, but its shape and dtype need "
+                f"{ref.nbytes} bytes and the file has {size - data_start}.",
+                "The file is truncated or corrupt: re-download it.")
+        refs[name] = ref
+    return refs
+
+
+class Checkpoint:
+    """Config + lazy tensor index of one checkpoint folder (local or remote, through its FileSource)."""
+
+    def __init__(self, source: FileSource):
+        self.source = source
+        if not source.exists("config.json"):
+            raise LayoutError(f"{source.label} has no config.json.",
+                              "Point to the folder that holds the model's config.json and weight files.")
+        self.config = read_json(source, "config.json")
+        self.weight_format, self.weight_map = self._find_weights()
+        self._headers: dict[str, dict[str, TensorRef]] = {}
+        self._pickles: dict[str, dict[str, torch.Tensor]] = {}
+
+    @property
+    def label(self) -> str:
+        return self.source.label
+
+    def _find_weights(self) -> tuple[str, dict[str, str]]:
+        for fmt, index_name, single_name in WEIGHT_LAYOUTS:
+            if self.source.exists(index_name):
+                index = read_json(self.source, index_name)
+                weight_map = index.get("weight_map")
+                if not isinstance(weight_map, dict) or not weight_map:
+                    raise CorruptCheckpointError(f"{self.source.describe(index_name)} has no weight_map.",
+                                                 "Fix or re-download the index file.")
+                for shard in sorted(set(weight_map.values())):
+                    if not self.source.exists(shard):
+                        raise CorruptCheckpointError(
+                            f"{self.source.describe(index_name)} names shard {shard!r}, which is not in {self.label}.",
+                            "Download the missing shard (or the whole checkpoint again).")
+                return fmt, dict(weight_map)
+            if self.source.exists(single_name):
+                return fmt, {}  # filled on first use: a single file's names live in the file itself
+        raise LayoutError(f"{self.label} has no weights: expected model.safetensors, pytorch_model.bin, or a sharded "
+                          "index of either.", "Point to a folder that holds the weight files.")
+
+    @cached_property
+    def files(self) -> list[str]:
+        if self.weight_map:
+            return sorted(set(self.weight_map.values()))
+        return ["model.safetensors" if self.weight_format == "safetensors" else "pytorch_model.bin"]
+
+    def _refs_in(self, rel: str) -> dict[str, TensorRef]:
+        if rel not in self._headers:
+            if self.weight_format == "safetensors":
+                self._headers[rel] = parse_safetensors_header(self.source, rel)
+            else:
+                self._headers[rel] = {name: TensorRef(name, rel, t.dtype, tuple(t.shape), None)
+                                      for name, t in self.load_pickle(rel).items()}
+        return self._headers[rel]
+
+    def names(self) -> list[str]:
+        if self.weight_map:
+            return sorted(self.weight_map)
+        return sorted(self._refs_in(self.files[0]))
+
+    def has(self, name: str) -> bool:
+        return name in self.weight_map if self.weight_map else name in self._refs_in(self.files[0])
+
+    def ref(self, name: str) -> TensorRef:
+        rel = self.weight_map.get(name) if self.weight_map else self.files[0]
+        refs = self._refs_in(rel) if rel else {}
+        if name not in refs:
+            where = f"shard {rel}" if self.weight_map and rel else self.label
+            raise MissingTensorError(f"Tensor {name!r} is not in {where}.",
+                                     "The checkpoint is incomplete or not the model you meant: check the path.")
+        return refs[name]
+
+    def refs(self) -> dict[str, TensorRef]:
+        return {name: self.ref(name) for name in self.names()}
+
+    def load_pickle(self, rel: str) -> dict[str, torch.Tensor]:
+        """A `.bin` file, loaded with weights_only=True (never arbitrary unpickling) and mmap'd when the zip format
+        allows, so its tensors are file-backed until used."""
+        if rel not in self._pickles:
+            path = self.source.local_path(rel)
+            try:
+                try:
+                    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+                except RuntimeError as exc:
+                    if "mmap" not in str(exc):
+                        raise
+                    state = torch.load(path, map_location="cpu", weights_only=True)  # legacy (non-zip) format
+            except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError... for bad files
+                raise CorruptCheckpointError(
+                    f"{self.source.describe(rel)} cannot be loaded safely ({type(exc).__name__}: {str(exc).splitlines()[0]}).",
+                    "It is corrupt, truncated, or needs arbitrary unpickling; re-download it or re-save it as a plain "
+                    "state dict of tensors.") from exc
+            if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+                state = state["state_dict"]
+            if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+                raise CorruptCheckpointError(f"{self.source.describe(rel)} is not a flat dict of tensors.",
+                                             "Re-save it as a plain state dict.")
+            self._pickles[rel] = state
+        return self._pickles[rel]

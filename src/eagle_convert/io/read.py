@@ -1,0 +1,30 @@
+"""Read one tensor at a time, and only the bytes it occupies."""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+
+from ..checkpoint import Checkpoint, TensorRef
+
+
+def tensor_bytes(t: torch.Tensor) -> memoryview:
+    """The raw bytes of a tensor (made contiguous), without a copy when it already is."""
+    t = t.contiguous()
+    return memoryview(t.reshape(-1).view(torch.uint8).numpy())
+
+
+def read_tensor(ckpt: Checkpoint, ref: TensorRef) -> torch.Tensor:
+    """The tensor `ref` names, backed by file pages where possible (no anonymous copy for local safetensors)."""
+    if ref.offset is None:
+        return ckpt.load_pickle(ref.file)[ref.name]
+    buf = ckpt.source.read_range(ref.file, ref.offset, ref.nbytes, key=ref.name)
+    if ref.nbytes == 0:
+        return torch.empty(ref.shape, dtype=ref.dtype)
+    flat = torch.frombuffer(buf, dtype=torch.uint8, count=ref.nbytes)
+    return flat.view(ref.dtype).reshape(ref.shape)
+
+
+def sha256_of(t: torch.Tensor) -> str:
+    return hashlib.sha256(tensor_bytes(t)).hexdigest()
