@@ -1,0 +1,159 @@
+"""EAGLE-1 and EAGLE-3 draft heads, built from a `DraftSpec` and tensors under canonical names (see
+`eagle_convert.spec`). Each head owns one decoder layer with its own per-position KV cache and plain RoPE at
+`spec.rope_theta`: the head was trained with that base, never with the target's theta or llama3 scaling.
+
+Row i of a head's input pairs the feature at position i with the token at position i+1, at RoPE position i.
+`forward(..., from_target=True)` takes target features; `from_target=False` takes the head's own `hidden` from the
+previous chain step (EAGLE-1: the predicted feature, run through fc again; EAGLE-3: the pre-norm output, fc skipped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from eagle_convert.errors import MissingTensorError, ShapeMismatchError
+from eagle_convert.runner.model import (
+    GetTensor, RotaryTable, TargetOutput, as_positions, cast_reader, load_attention, load_mlp, rms_norm, rope_inv_freq,
+)
+from eagle_convert.spec import DraftSpec, default_aux_layer_ids
+
+
+@dataclass
+class DraftOutput:
+    logits: torch.Tensor  # [1, T, head vocab]: EAGLE-1 the target vocab, EAGLE-3 the draft vocab
+    hidden: torch.Tensor  # [1, T, H]: what the next chain step feeds back
+    fc_out: torch.Tensor | None  # [1, T, H]; None where fc was skipped
+
+
+def _optional(get: GetTensor, name: str) -> torch.Tensor | None:
+    try:
+        return get(name)
+    except KeyError:  # MissingTensorError is a KeyError too
+        return None
+
+
+class DraftHead:
+    """What the speculation loop needs from any head."""
+
+    spec: DraftSpec
+    # [head vocab] -> target id of each head token; None where head ids already are target ids (EAGLE-1).
+    draft_to_target: torch.Tensor | None = None
+
+    def __init__(self, spec: DraftSpec, get_tensor: GetTensor, target_embedding: torch.Tensor, dtype, device):
+        self.spec = spec
+        self.dtype, self.device = dtype, torch.device(device)
+        self._get = get = cast_reader(get_tensor, dtype, self.device)
+        # The draft's own copy when it ships one (converted layouts may differ from the target by design), else the target's.
+        own = _optional(get, "embed_tokens.weight")
+        self.embed_weight = own if own is not None else target_embedding.to(device=self.device, dtype=dtype)
+        if self.embed_weight.shape != (spec.vocab_size, spec.hidden_size):
+            raise ShapeMismatchError(
+                f"Draft embedding has shape {tuple(self.embed_weight.shape)}, expected "
+                f"[{spec.vocab_size}, {spec.hidden_size}] (vocab, hidden).",
+                "Check that the draft head was trained for this target.")
+        self.rope = RotaryTable(rope_inv_freq(spec.head_dim, spec.rope_theta, None), dtype, self.device)
+        self.attention = load_attention(
+            get, "layers.0.", num_heads=spec.num_attention_heads, num_kv_heads=spec.num_key_value_heads,
+            head_dim=spec.head_dim, dtype=dtype, device=self.device, qkv_bias=spec.qkv_bias, eps=spec.rms_norm_eps)
+        self.post_norm = get("layers.0.post_attention_layernorm.weight")
+        self.mlp = load_mlp(get, "layers.0.")
+
+    def target_feature(self, out: TargetOutput) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, token_ids: torch.Tensor, features: torch.Tensor, positions: torch.Tensor | Sequence[int], *,
+                from_target: bool) -> DraftOutput:
+        raise NotImplementedError
+
+    def __call__(self, *args, **kwargs) -> DraftOutput:
+        return self.forward(*args, **kwargs)
+
+    def to_target_ids(self, head_ids: torch.Tensor) -> torch.Tensor:
+        return head_ids if self.draft_to_target is None else self.draft_to_target[head_ids]
+
+
+class Eagle1Head(DraftHead):
+    """x = fc([E(t) ; f]) (+b); y = x + Attn(x) (no input norm); f^ = y + MLP(RMS_post(y)); logits = target_lm_head(f^)."""
+
+    def __init__(self, spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
+                 target_lm_head: torch.Tensor, dtype=torch.float32, device="cpu"):
+        super().__init__(spec, get_tensor, target_embedding, dtype, device)
+        self.fc = self._get("fc.weight")
+        self.fc_bias = self._get("fc.bias") if spec.fc_bias else None
+        # Always the target's head: a spliced `lm_head.weight` in a converted layout is a copy of it.
+        self.lm_head = target_lm_head.to(device=self.device, dtype=dtype)
+
+    def target_feature(self, out: TargetOutput) -> torch.Tensor:
+        return out.hidden
+
+    @torch.inference_mode()
+    def forward(self, token_ids, features, positions, *, from_target: bool) -> DraftOutput:
+        positions, end = as_positions(positions, self.device)
+        embedded = F.embedding(token_ids.to(self.device), self.embed_weight)
+        x = F.linear(torch.cat([embedded, features.to(self.dtype)], dim=-1), self.fc, self.fc_bias)
+        y = x + self.attention(x, positions, end, self.rope)
+        predicted = y + self.mlp(rms_norm(y, self.post_norm, self.spec.rms_norm_eps))
+        return DraftOutput(logits=F.linear(predicted, self.lm_head), hidden=predicted, fc_out=x)
+
+
+class Eagle3Head(DraftHead):
+    """g = fc([h_low ; h_mid ; h_high]) (skipped for fed-back rows); u = g + Attn([RMS_in(E(t)) ; RMS_hidden(g)]);
+    o = u + MLP(RMS_post(u)); logits = lm_head(RMS_norm(o)) over the draft vocab; token = argmax + d2t[argmax]."""
+
+    def __init__(self, spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
+                 target_lm_head: torch.Tensor | None = None, dtype=torch.float32, device="cpu"):
+        super().__init__(spec, get_tensor, target_embedding, dtype, device)
+        get = self._get
+        self.fc = get("fc.weight")
+        self.input_norm = get("layers.0.input_layernorm.weight")
+        self.hidden_norm = get("layers.0.hidden_norm.weight")
+        self.norm = get("norm.weight")
+        self.lm_head = get("lm_head.weight")  # the draft's own, over the draft vocab
+        draft_vocab = self.lm_head.shape[0]
+        d2t = _optional(get_tensor, "d2t")
+        if d2t is None and draft_vocab != spec.vocab_size:
+            raise MissingTensorError(
+                f"EAGLE-3 head has a draft vocab of {draft_vocab} < {spec.vocab_size} but no `d2t` tensor.",
+                "Without d2t the draft's tokens cannot be mapped to target ids; re-export the head with d2t.")
+        ids = torch.arange(draft_vocab, device=self.device)
+        self.draft_to_target = ids if d2t is None else ids + d2t.to(device=self.device, dtype=torch.int64)
+        if int(self.draft_to_target.min()) < 0 or int(self.draft_to_target.max()) >= spec.vocab_size:
+            raise ShapeMismatchError(f"d2t maps draft ids outside the target vocab [0, {spec.vocab_size}).",
+                                     "The d2t tensor does not belong to this target's vocabulary.")
+
+    def target_feature(self, out: TargetOutput) -> torch.Tensor:
+        if out.aux is None:
+            raise ValueError("EAGLE-3 needs the target's aux hidden states: build TargetModel with aux_layer_ids")
+        return out.aux
+
+    @torch.inference_mode()
+    def forward(self, token_ids, features, positions, *, from_target: bool) -> DraftOutput:
+        positions, end = as_positions(positions, self.device)
+        eps = self.spec.rms_norm_eps
+        features = features.to(self.dtype)
+        g = F.linear(features, self.fc) if from_target else features
+        embedded = F.embedding(token_ids.to(self.device), self.embed_weight)
+        attn_in = torch.cat([rms_norm(embedded, self.input_norm, eps), rms_norm(g, self.hidden_norm, eps)], dim=-1)
+        u = g + self.attention(attn_in, positions, end, self.rope)
+        o = u + self.mlp(rms_norm(u, self.post_norm, eps))
+        logits = F.linear(rms_norm(o, self.norm, eps), self.lm_head)
+        return DraftOutput(logits=logits, hidden=o, fc_out=g if from_target else None)
+
+
+def build_draft_head(spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
+                     target_lm_head: torch.Tensor, dtype=torch.float32, device="cpu") -> DraftHead:
+    """`get_tensor` reads canonical names and must raise KeyError for a tensor the checkpoint lacks."""
+    head_class = Eagle3Head if spec.is_eagle3 else Eagle1Head
+    return head_class(spec, get_tensor, target_embedding=target_embedding, target_lm_head=target_lm_head,
+                      dtype=dtype, device=device)
+
+
+def aux_layer_ids_for(spec: DraftSpec, num_target_layers: int) -> tuple[int, ...]:
+    """The target layers whose inputs the head reads: none for EAGLE-1; the spec's ids or (2, L//2, L-3) for EAGLE-3."""
+    if not spec.is_eagle3:
+        return ()
+    return tuple(spec.aux_layer_ids) if spec.aux_layer_ids else default_aux_layer_ids(num_target_layers)

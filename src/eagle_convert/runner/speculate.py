@@ -1,0 +1,169 @@
+"""Chain speculative decoding with an EAGLE head, batch 1: draft k tokens, verify them in one target forward, accept.
+
+Alignment (the one thing every EAGLE bug gets wrong): draft row i pairs the target feature at position i with the
+token at position i+1, at RoPE position i. After each round the head's context is extended with the *target's*
+features for the tokens just accepted (never the head's own guesses), whose last row yields the next first draft.
+
+Greedy (temperature 0): accept the longest prefix of drafts equal to the target's argmax, then the target's own token.
+Sampling (temperature > 0): standard speculative sampling (Leviathan et al. 2023; Chen et al. 2023): accept draft d
+with probability min(1, p(d)/q(d)), otherwise emit a sample of normalise(max(p - q, 0)) and stop; if all k are
+accepted, a bonus token from p. The emitted tokens are distributed exactly as the target's own samples.
+
+Caches are static and indexed by position, so a rejected suffix is forgotten by writing the next round at the right
+positions: nothing is copied or truncated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from eagle_convert.runner.heads import DraftHead, DraftOutput
+from eagle_convert.runner.model import TargetModel
+
+
+@dataclass
+class SpeculativeResult:
+    tokens: list[int]  # generated tokens, prompt excluded; ends at the first EOS or at max_new_tokens
+    accepted_per_round: list[int] = field(default_factory=list)  # a per verify round, before truncation (as vLLM)
+    k: int = 0
+
+
+def token_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    return torch.softmax(logits.float() / temperature, dim=-1)
+
+
+def choose_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+    """Argmax at temperature 0, else one sample; a 0-d tensor that stays on the device."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    return torch.multinomial(token_probs(logits, temperature), 1, generator=generator)[0]
+
+
+def head_probs_in_target_vocab(head: DraftHead, head_probs: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """q over the target vocab: an EAGLE-3 draft vocab is a subset, and target tokens outside it get q = 0."""
+    if head.draft_to_target is None:
+        return head_probs
+    full = head_probs.new_zeros(vocab_size)
+    return full.index_copy_(0, head.draft_to_target, head_probs)
+
+
+def draft_chain(head: DraftHead, first: DraftOutput, next_position: int, k: int, *, vocab_size: int,
+                temperature: float = 0.0, generator: torch.Generator | None = None):
+    """Propose k target ids. `first` is the head's output whose last row sits at position next_position - 1 (it
+    predicts the token at next_position + 1). Returns (ids [k], q [k, V] over the target vocab, or None when greedy)."""
+    logits, hidden = first.logits[0, -1], first.hidden[:, -1:]
+    ids, probs = [], []
+    for step in range(k):
+        if step:
+            out = head(ids[-1].view(1, 1), hidden, range(next_position - 1 + step, next_position + step),
+                       from_target=False)
+            logits, hidden = out.logits[0, -1], out.hidden
+        if temperature == 0:
+            head_id = logits.argmax(-1)
+        else:
+            q = token_probs(logits, temperature)
+            head_id = torch.multinomial(q, 1, generator=generator)[0]
+            probs.append(head_probs_in_target_vocab(head, q, vocab_size))
+        ids.append(head.to_target_ids(head_id))
+    return torch.stack(ids), (torch.stack(probs) if probs else None)
+
+
+def verify(target: TargetModel, last_token: torch.Tensor, draft_ids: torch.Tensor, next_position: int):
+    """One target forward over [last emitted token, d_1..d_k] at positions next_position..next_position+k."""
+    input_ids = torch.cat([last_token.view(1), draft_ids]).view(1, -1)
+    return target(input_ids, range(next_position, next_position + input_ids.shape[1]))
+
+
+def accept_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor) -> tuple[int, int]:
+    """(a, next): a = longest prefix of drafts equal to the target's argmax rows; next = the argmax after it."""
+    target_ids = target_logits.argmax(-1).tolist()
+    drafts = draft_ids.tolist()
+    accepted = 0
+    while accepted < len(drafts) and drafts[accepted] == target_ids[accepted]:
+        accepted += 1
+    return accepted, target_ids[accepted]
+
+
+def accept_sampled(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor,
+                   generator: torch.Generator | None = None) -> tuple[int, int]:
+    """Speculative sampling. draft_probs [k, V] = q, target_probs [k+1, V] = p. Returns (a, next token)."""
+    k = len(draft_ids)
+    rows = torch.arange(k, device=draft_ids.device)
+    p_d, q_d = target_probs[rows, draft_ids], draft_probs[rows, draft_ids]
+    uniforms = torch.rand(k, generator=generator, device=draft_ids.device)
+    accepted_mask = (uniforms * q_d < p_d).tolist()  # u < p/q without dividing; q_d > 0 since d was drawn from q
+    accepted = accepted_mask.index(False) if False in accepted_mask else k
+    if accepted == k:
+        return k, int(torch.multinomial(target_probs[k], 1, generator=generator))
+    residual = (target_probs[accepted] - draft_probs[accepted]).clamp_min(0)
+    # residual sums to 0 only when p == q, where rejection has probability 0; fall back to p for rounding's sake
+    residual = residual if float(residual.sum()) > 0 else target_probs[accepted]
+    return accepted, int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
+
+
+def _emit(tokens: list[int], new: Sequence[int], eos_ids: set[int], max_new_tokens: int) -> bool:
+    """Append up to the limit or the first EOS; True when generation is over."""
+    for token in new:
+        tokens.append(token)
+        if token in eos_ids or len(tokens) >= max_new_tokens:
+            return True
+    return False
+
+
+def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Sequence[int], *, k: int,
+                         max_new_tokens: int, temperature: float = 0.0, eos_ids: Sequence[int] = (),
+                         generator: torch.Generator | None = None) -> SpeculativeResult:
+    if k < 1 or max_new_tokens < 1 or not prompt_ids:
+        raise ValueError("need k >= 1, max_new_tokens >= 1 and a non-empty prompt")
+    eos, device, vocab = set(eos_ids), target.device, target.config.vocab_size
+    n = len(prompt_ids)
+    prompt = torch.tensor([prompt_ids], dtype=torch.int64, device=device)
+    out = target(prompt, range(n), last_logits_only=True)
+    last = choose_token(out.logits[0, -1], temperature, generator)
+    result = SpeculativeResult(tokens=[], k=k)
+    if _emit(result.tokens, [int(last)], eos, max_new_tokens):
+        return result
+    # Head context: row i = (target feature i, token i+1) at position i; the last row pairs f_{n-1} with `last`.
+    head_tokens = torch.cat([prompt[0, 1:], last.view(1)]).view(1, -1)
+    head_out = head(head_tokens, head.target_feature(out), range(n), from_target=True)
+    position = n  # position of `last`, the newest emitted token, which the target has not seen yet
+    while True:
+        draft_ids, draft_probs = draft_chain(head, head_out, position, k, vocab_size=vocab,
+                                             temperature=temperature, generator=generator)
+        checked = verify(target, last, draft_ids, position)
+        if temperature == 0:
+            accepted, next_token = accept_greedy(draft_ids, checked.logits[0])
+        else:
+            accepted, next_token = accept_sampled(draft_ids, draft_probs,
+                                                  token_probs(checked.logits[0], temperature), generator)
+        result.accepted_per_round.append(accepted)
+        new = draft_ids[:accepted].tolist() + [next_token]
+        if _emit(result.tokens, new, eos, max_new_tokens):
+            return result
+        # Extend the head with the target's features at positions position..position+accepted, each paired with the
+        # token one position later: the accepted drafts and then next_token.
+        last = torch.tensor(new, dtype=torch.int64, device=device)
+        features = head.target_feature(checked)[:, : accepted + 1]
+        head_out = head(last.view(1, -1), features, range(position, position + accepted + 1), from_target=True)
+        last = last[-1]
+        position += accepted + 1
+
+
+def plain_generate(target: TargetModel, prompt_ids: Sequence[int], *, max_new_tokens: int, temperature: float = 0.0,
+                   eos_ids: Sequence[int] = (), generator: torch.Generator | None = None) -> list[int]:
+    """The baseline: one target forward per token."""
+    if max_new_tokens < 1 or not prompt_ids:
+        raise ValueError("need max_new_tokens >= 1 and a non-empty prompt")
+    eos, device = set(eos_ids), target.device
+    n = len(prompt_ids)
+    logits = target(torch.tensor([prompt_ids], device=device), range(n), last_logits_only=True).logits
+    tokens: list[int] = []
+    for position in range(n, n + max_new_tokens):
+        token = choose_token(logits[0, -1], temperature, generator)
+        if _emit(tokens, [int(token)], eos, max_new_tokens):
+            return tokens
+        logits = target(token.view(1, 1), range(position, position + 1), last_logits_only=True).logits
+    return tokens
