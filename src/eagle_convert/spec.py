@@ -37,6 +37,7 @@ class DraftSpec:
     rope_theta: float  # the draft's own base; never the target's
     vocab_size: int  # the target vocabulary
     max_position_embeddings: int
+    rope_scaling: dict | None = None  # the draft's own (releases have none); never the target's
     fc_bias: bool = False  # EAGLE-1 only
     qkv_bias: bool = False  # EAGLE-1 Qwen2 heads
     draft_vocab_size: int | None = None  # EAGLE-3 only

@@ -28,3 +28,15 @@ def read_tensor(ckpt: Checkpoint, ref: TensorRef) -> torch.Tensor:
 
 def sha256_of(t: torch.Tensor) -> str:
     return hashlib.sha256(tensor_bytes(t)).hexdigest()
+
+
+def read_rows(ckpt: Checkpoint, ref: TensorRef, rows: list[int]) -> torch.Tensor:
+    """Selected rows of a 2-D tensor, reading only their bytes (a row of a row-major tensor is contiguous)."""
+    if ref.offset is None:
+        return read_tensor(ckpt, ref)[rows].clone()
+    row_bytes = ref.nbytes // ref.shape[0]
+    out = torch.empty((len(rows), *ref.shape[1:]), dtype=ref.dtype)
+    for i, r in enumerate(rows):
+        buf = ckpt.source.read_range(ref.file, ref.offset + r * row_bytes, row_bytes, key=f"{ref.name}[{r}]")
+        out[i] = torch.frombuffer(buf, dtype=torch.uint8, count=row_bytes).view(ref.dtype).reshape(ref.shape[1:])
+    return out

@@ -1,0 +1,16 @@
+"""The Python API: one function per CLI command. The CLI is a thin shell over these."""
+
+from __future__ import annotations
+
+from .converter import ConversionResult, convert
+from .inspector import InspectReport, inspect
+
+
+def bench(*args, **kwargs):
+    """Run the draft/verify benchmark; see `eagle_convert.runner.bench.bench` for the arguments."""
+    from .runner.bench_api import bench as _bench  # torch model code loads only when benchmarking
+
+    return _bench(*args, **kwargs)
+
+
+__all__ = ["ConversionResult", "InspectReport", "bench", "convert", "inspect"]

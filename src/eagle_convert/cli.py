@@ -1,0 +1,209 @@
+"""The `eagle-convert` command: thin click commands over the Python API, and one table turning errors into exit codes
+and one-paragraph messages. Results go to stdout (`--json` for machines); notes, warnings and progress to stderr."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import textwrap
+
+import click
+
+from . import __version__
+from .errors import EagleConvertError
+from .formats import LAYOUTS, output_layouts
+
+EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 1, 2, 3
+
+
+def _paragraph(text: str) -> str:
+    return textwrap.fill(" ".join(text.split()), width=100)
+
+
+def handle_errors(fn):
+    """Typed library errors -> one paragraph on stderr and exit 1; tracebacks only with EAGLE_CONVERT_DEBUG=1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except EagleConvertError as exc:
+            if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
+                raise
+            _fail(kwargs, f"error: {exc.message} {exc.hint}", type(exc).__name__)
+        except OSError as exc:  # disk full, permission denied...: not our typed errors, still one paragraph
+            if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
+                raise
+            _fail(kwargs, f"error: {exc}. Nothing was written; fix the cause (free space, permissions) and retry.",
+                  type(exc).__name__)
+        except KeyboardInterrupt:
+            click.echo("interrupted: nothing was written.", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+def _fail(kwargs: dict, message: str, kind: str) -> None:
+    if kwargs.get("as_json"):
+        click.echo(json.dumps({"ok": False, "error": kind, "message": message.removeprefix("error: ")}))
+    click.echo(_paragraph(message), err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _size(value: str) -> int:
+    from .converter import parse_size
+
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--max-shard-size") from exc
+
+
+def _emit(as_json: bool, payload: dict, human: str) -> None:
+    click.echo(json.dumps(payload, indent=2, default=str) if as_json else human)
+
+
+def _note(lines, prefix: str) -> None:
+    for line in lines:
+        click.echo(_paragraph(f"{prefix}: {line}"), err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="eagle-convert")
+def main() -> None:
+    """Convert EAGLE draft heads into the layouts serving engines load, and prove they work (bench)."""
+
+
+def hub_options(fn):
+    for option in reversed([
+        click.option("--revision", help="Draft repo revision (branch, tag or commit sha)."),
+        click.option("--target-revision", help="Target repo revision."),
+        click.option("--token", envvar="HF_TOKEN", help="Hugging Face token (default: $HF_TOKEN)."),
+        click.option("--offline", is_flag=True, default=None, help="Use only the local cache (also HF_HUB_OFFLINE=1)."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+@main.command()
+@click.argument("draft")
+@click.option("--target", "-t", required=True, help="Target model: folder or org/name repo id.")
+@click.option("--out", "-o", type=click.Path(), help="Output folder (written atomically).")
+@click.option("--to", "to", type=click.Choice(output_layouts()), default="vllm-v0", show_default=True,
+              help="Output layout (see `eagle-convert layouts`).")
+@click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float16", "float32"]), default="auto",
+              show_default=True, help="Output float dtype; auto = the target's torch_dtype.")
+@click.option("--fc-bias", type=click.Choice(["error", "drop", "fold"]), default="error", show_default=True,
+              help="What to do with an fc bias the output layout cannot hold (vLLM V1).")
+@click.option("--drop", multiple=True, metavar="PATTERN", help="Drop draft tensors matching this glob (repeatable).")
+@click.option("--verifier", help="speculators: the verifier's name or path (default: the target as given).")
+@click.option("-k", "--num-speculative-tokens", default=3, show_default=True, help="k in the printed serve command.")
+@click.option("--max-shard-size", default="5GB", show_default=True, callback=lambda ctx, p, v: _size(v),
+              help="Shard the output above this size (5GB, 500MB, bytes).")
+@click.option("--dry-run", is_flag=True, help="Print the plan and the bytes it will read; write nothing.")
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable result on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+@hub_options
+@handle_errors
+def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens, max_shard_size, dry_run,
+            force, as_json, quiet, revision, target_revision, token, offline):
+    """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout."""
+    from .api import convert as run
+
+    if not dry_run and not out:
+        raise click.UsageError("-o/--out is required (or use --dry-run).")
+    result = run(draft, target, out, to=to, dtype=dtype, dry_run=dry_run, force=force, drop=drop,
+                 max_shard_size=max_shard_size, fc_bias=fc_bias, verifier=verifier,
+                 num_speculative_tokens=num_speculative_tokens, revision=revision, target_revision=target_revision,
+                 token=token, offline=offline, progress=not quiet and not as_json)
+    plan = result.plan
+    _note(result.draft.notes + result.target.notes + list(plan.notes), "note")
+    _note([f"dropped {n}: {r}" for n, r in plan.dropped], "note")
+    _note(plan.warnings, "warning")
+    if result.embedding_check and not result.embedding_check["equal"]:
+        _note([f"the draft's embed_tokens differs from the target's: max |diff| "
+               f"{result.embedding_check['max_abs_diff']} over {result.embedding_check['rows_compared']} sampled rows"],
+              "warning")
+    if result.fold:
+        _note([f"fc bias folded into embed_tokens: worst fc-output error {result.fold.max_abs_error:.3g} "
+               f"({result.fold.max_rel_error:.3g} relative) over {result.fold.rows_checked} embedding rows"], "note")
+    _emit(as_json, result.to_dict(), _human_convert(result))
+
+
+def _human_convert(result) -> str:
+    plan = result.plan
+    lines = [f"draft: {result.draft.label} ({result.detected_layout} layout: {result.detected_because})",
+             f"{'plan' if result.out is None else 'wrote'}: {plan.spec.kind.upper()} head -> {plan.layout} ({plan.dtype_name})"]
+    width = max(len(t.name) for t in plan.tensors)
+    for t in plan.tensors:
+        lines.append(f"  {t.name:<{width}}  {str(t.dtype).removeprefix('torch.'):<8} {str(list(t.shape)):<14} "
+                     f"<- {t.describe_source()}")
+    read = plan.bytes_read()
+    lines.append(f"tensor bytes to read: draft {read['draft']:,}, target {read['target']:,}")
+    if result.out:
+        lines.append(f"output: {result.out} ({', '.join(result.files)}); every tensor reloaded and verified")
+    lines.append(f"serve: {plan.serve_command}")
+    return "\n".join(lines)
+
+
+@main.command()
+@click.argument("path")
+@click.option("--target", "-t", help="Also check the head against this target.")
+@click.option("--drop", multiple=True, metavar="PATTERN", help="Ignore draft tensors matching this glob.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable report on stdout.")
+@hub_options
+@handle_errors
+def inspect(path, target, drop, as_json, revision, target_revision, token, offline):
+    """Show PATH's layout and why, its config, tensors, and the problems a conversion would fix."""
+    from .api import inspect as run
+
+    report = run(path, target, drop=drop, revision=revision, target_revision=target_revision, token=token,
+                 offline=offline)
+    _emit(as_json, report.to_dict(), _human_inspect(report))
+
+
+def _human_inspect(report) -> str:
+    cfg = report.config
+    lines = [f"{report.path}: {report.layout or 'unrecognised'} layout"
+             + (f" ({report.layout_reason})" if report.layout_reason else ""),
+             f"kind: {report.kind or '?'}; hidden {cfg.get('hidden_size')}, vocab {cfg.get('vocab_size')}, "
+             f"max positions {cfg.get('max_position_embeddings')}, torch_dtype {cfg.get('torch_dtype')}",
+             "tensors:"]
+    width = max((len(t["name"]) for t in report.tensors), default=0)
+    lines += [f"  {t['name']:<{width}}  {t['dtype']:<5} {str(t['shape']):<14} {t['file']}" for t in report.tensors]
+    lines += [f"note: {n}" for n in report.notes]
+    lines.append("problems:" if report.problems else "problems: none found")
+    lines += [f"  - {p.what}\n    fix: {p.fix}" for p in report.problems]
+    return "\n".join(lines)
+
+
+@main.command()
+def layouts():
+    """List the layouts eagle-convert reads and writes."""
+    for layout in LAYOUTS.values():
+        io = ("read" if layout.readable else "") + ("/write" if layout.writable else "")
+        click.echo(f"{layout.name:<12} {io.strip('/'):<10} {', '.join(layout.kinds):<14} {layout.summary}")
+
+
+@main.command()
+@click.option("--workdir", type=click.Path(), help="Keep the example files here (default: a temporary folder).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable summary on stdout.")
+@handle_errors
+def demo(workdir, as_json):
+    """Build a tiny target and EAGLE-1 head offline, then inspect, convert, verify and bench them."""
+    from .demo import run_demo
+
+    summary = run_demo(workdir, echo=None if as_json else click.echo)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+
+
+try:
+    from .runner.cli import bench  # noqa: E402
+except ImportError:  # pragma: no cover - the runner is being built
+    bench = None
+if bench is not None:
+    main.add_command(bench)

@@ -1,0 +1,204 @@
+"""`convert`: resolve inputs -> read the draft -> plan -> validate -> (dry run stops) -> stream out -> verify."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import __version__
+from .checkpoint import Checkpoint
+from .derive import FoldReport, fold_fc_bias, sampled_rows
+from .draft import DraftHead, load_draft
+from .errors import OutputPathError
+from .io.read import read_rows, read_tensor, tensor_bytes
+from .io.write import OutTensor, shard, shard_names, staged_output, verify_safetensors, write_json, write_safetensors
+from .modelcard import model_card
+from .plan import FOLD, ZEROS, Plan, PlannedTensor, build_plan
+from .resolve import InputRef, open_input
+from .target import TargetInfo, read_target
+from .validate import check_vocab_map
+
+EMBED_SAMPLE_ROWS = 64  # rows compared between a draft's embedding copy and the target's (reads ~64 rows, not V)
+
+
+@dataclass
+class ConversionResult:
+    plan: Plan
+    draft: InputRef
+    target: InputRef
+    detected_layout: str
+    detected_because: str
+    out: Path | None  # None for a dry run
+    files: list[str] = field(default_factory=list)
+    provenance: dict | None = None
+    fold: FoldReport | None = None
+    embedding_check: dict | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": True,
+            "dry_run": self.out is None,
+            "out": str(self.out) if self.out else None,
+            "draft": self.draft.to_dict(),
+            "target": self.target.to_dict(),
+            "detected_layout": self.detected_layout,
+            "detected_because": self.detected_because,
+            "files": self.files,
+            "fold": self.fold.to_dict() if self.fold else None,
+            "embedding_check": self.embedding_check,
+            **self.plan.to_dict(),
+        }
+
+
+def parse_size(text: str | int) -> int:
+    if isinstance(text, int):
+        return text
+    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "B": 1}
+    t = text.strip().upper()
+    for unit, mult in units.items():
+        if t.endswith(unit) and t[: -len(unit)].strip().replace(".", "", 1).isdigit():
+            return int(float(t[: -len(unit)]) * mult)
+    if t.isdigit():
+        return int(t)
+    raise ValueError(f"not a size: {text!r} (use e.g. 5GB, 500MB or a number of bytes)")
+
+
+def check_out_path(out: Path, inputs: list[InputRef], force: bool) -> None:
+    out = out.resolve()
+    for ref in inputs:
+        if ref.local_dir is None:
+            continue
+        src = ref.local_dir.resolve()
+        if out == src or src in out.parents or out in src.parents:
+            raise OutputPathError(f"The output folder {out} overlaps the input {src}.",
+                                  "Write the conversion to a separate folder; inputs are never modified.")
+    if out.exists() and not force:
+        raise OutputPathError(f"{out} already exists.", "Pass --force to replace it, or choose another -o folder.")
+
+
+def convert(draft: str, target: str, out: str | Path | None = None, *, to: str = "vllm-v0", dtype: str = "auto",
+            dry_run: bool = False, force: bool = False, drop: tuple[str, ...] = (), max_shard_size: str | int = "5GB",
+            fc_bias: str = "error", verifier: str | None = None, num_speculative_tokens: int = 3,
+            revision: str | None = None, target_revision: str | None = None, token: str | None = None,
+            offline: bool | None = None, progress: bool = False) -> ConversionResult:
+    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (see the README for every option)."""
+    draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft")
+    target_in = open_input(target, revision=target_revision, token=token, offline=offline, role="target")
+    if not dry_run:
+        if out is None:
+            raise OutputPathError("No output folder given.", "Pass -o OUT (or --dry-run to only print the plan).")
+        check_out_path(Path(out), [draft_in, target_in], force)
+    target_info = read_target(target_in.checkpoint)
+    head = load_draft(draft_in.checkpoint, target_info.config, drop=tuple(drop))
+    plan = build_plan(head, target_info, to=to, dtype=dtype, fc_bias=fc_bias, verifier=verifier,
+                      target_label=target_in.label, out_label=str(out) if out else "OUT",
+                      num_speculative_tokens=num_speculative_tokens)
+    _check_vocab_map(head)
+    result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None)
+    if dry_run:
+        return result
+    result.embedding_check = compare_embeddings(head, target_info)
+    _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress)
+    return result
+
+
+def _check_vocab_map(head: DraftHead) -> None:
+    d2t = head.tensors.get("d2t")
+    t2d = head.tensors.get("t2d")
+    ckpt = head.checkpoint
+    check_vocab_map(read_tensor(ckpt, d2t) if d2t else None, read_tensor(ckpt, t2d) if t2d else None,
+                    head.spec.vocab_size, ckpt.label)
+
+
+def compare_embeddings(head: DraftHead, target: TargetInfo) -> dict | None:
+    """When the draft carries its own embedding copy, spot-check it against the target's on evenly spaced rows."""
+    ref = head.tensors.get("embed_tokens.weight")
+    if ref is None or not target.checkpoint.has("model.embed_tokens.weight"):
+        return None
+    tref = target.embedding()
+    if tref.shape != ref.shape:
+        return {"rows_compared": 0, "max_abs_diff": None, "equal": False,
+                "message": f"draft embedding is {list(ref.shape)}, target's is {list(tref.shape)}"}
+    rows = sampled_rows(ref.shape[0], EMBED_SAMPLE_ROWS)
+    a = read_rows(head.checkpoint, ref, rows).to(torch.float32)
+    b = read_rows(target.checkpoint, tref, rows).to(torch.float32)
+    diff = float((a - b).abs().max()) if rows else 0.0
+    return {"rows_compared": len(rows), "max_abs_diff": diff, "equal": diff == 0.0}
+
+
+def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: bool, max_shard: int,
+             result: ConversionResult, progress: bool) -> None:
+    checkpoints = {"draft": head.checkpoint, "target": target.checkpoint}
+    by_name = {t.name: t for t in plan.tensors}
+    provenance: dict[str, dict] = {}
+
+    def produce(o: OutTensor) -> torch.Tensor:
+        planned = by_name[o.name]
+        value, sources = _produce(planned, checkpoints, result)
+        provenance[o.name] = {"sources": sources, "dtype": str(planned.dtype).removeprefix("torch."),
+                              "shape": list(planned.shape)}
+        return value
+
+    wanted = [OutTensor(t.name, t.dtype, t.shape) for t in plan.tensors]
+    shards = shard(wanted, max_shard)
+    files = dict(zip(shard_names(len(shards)), shards))
+    bar = _progress(len(wanted), progress)
+    with staged_output(out, force) as staging:
+        digests: dict[str, str] = {}
+        for rel, tensors in files.items():
+            digests.update(write_safetensors(staging / rel, tensors, lambda o: (bar.update(1), produce(o))[1]))
+        bar.close()
+        if len(files) > 1:
+            write_json(staging / "model.safetensors.index.json", {
+                "metadata": {"total_size": sum(t.nbytes for t in wanted)},
+                "weight_map": {t.name: rel for rel, ts in files.items() for t in ts}})
+        write_json(staging / "config.json", plan.config)
+        for name, entry in provenance.items():
+            entry["sha256"] = digests[name]
+        result.provenance = {
+            "tool": "eagle-convert", "version": __version__, "layout": plan.layout, "dtype": plan.dtype_name,
+            "inputs": {"draft": result.draft.to_dict(), "target": result.target.to_dict()},
+            "dropped": [{"name": n, "reason": r} for n, r in plan.dropped], "notes": list(plan.notes),
+            "fold": result.fold.to_dict() if result.fold else None, "tensors": provenance,
+        }
+        write_json(staging / "eagle_convert.json", result.provenance)
+        (staging / "README.md").write_text(model_card(plan, result))
+        verify_safetensors(staging, files, digests)
+        result.files = sorted(p.name for p in staging.iterdir())
+    result.out = out.resolve()
+
+
+def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result: ConversionResult):
+    """The output tensor and the provenance of what was read for it (sha256 of the bytes read, never whole files)."""
+    if planned.derive == ZEROS:
+        return torch.zeros(planned.shape, dtype=planned.dtype), []
+    values, sources = [], []
+    for origin, ref in planned.sources:
+        ckpt = checkpoints[origin]
+        value = read_tensor(ckpt, ref)
+        sources.append({"origin": origin, "file": ckpt.source.describe(ref.file), "name": ref.name,
+                        "revision": ckpt.source.revision(),
+                        "sha256": hashlib.sha256(tensor_bytes(value)).hexdigest()})
+        values.append(value)
+    if planned.derive == FOLD:
+        embed, fc_weight, fc_bias = values
+        folded, result.fold = fold_fc_bias(embed, fc_weight, fc_bias, planned.dtype)
+        return folded, sources
+    return values[0].to(planned.dtype), sources
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None: ...
+    def close(self) -> None: ...
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled or not sys.stderr.isatty():
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="writing tensors", unit="tensor", file=sys.stderr, leave=False)

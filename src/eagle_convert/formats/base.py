@@ -1,0 +1,143 @@
+"""What a layout is: how to recognise it, how its names map to canonical names, and how to emit it.
+
+A layout module defines one `Layout` subclass and registers it. Input side: `detect` + `flat_config` + `source_to_canonical`.
+Output side: `refusal` + `output_config` + `output_names` + `serve_command`. Everything here is pure: no file I/O."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+
+from ..spec import EAGLE1, EAGLE3, DraftSpec
+
+# Canonical tensor names (spec.py explains them), per head kind. Anything else in a draft is unexpected.
+LAYER = "layers.0."
+EAGLE1_NAMES = frozenset(
+    ["fc.weight", "fc.bias", "embed_tokens.weight", "lm_head.weight",
+     LAYER + "post_attention_layernorm.weight"]
+    + [f"{LAYER}self_attn.{p}_proj.weight" for p in "qkvo"]
+    + [f"{LAYER}self_attn.{p}_proj.bias" for p in "qkv"]
+    + [f"{LAYER}mlp.{p}_proj.weight" for p in ("gate", "up", "down")]
+)
+EAGLE3_NAMES = frozenset(
+    ["fc.weight", "embed_tokens.weight", "lm_head.weight", "norm.weight", "d2t", "t2d"]
+    + [f"{LAYER}{n}.weight" for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm")]
+    + [f"{LAYER}self_attn.{p}_proj.weight" for p in "qkvo"]
+    + [f"{LAYER}mlp.{p}_proj.weight" for p in ("gate", "up", "down")]
+)
+CANONICAL_NAMES = {EAGLE1: EAGLE1_NAMES, EAGLE3: EAGLE3_NAMES}
+
+METHOD = {EAGLE1: "eagle", EAGLE3: "eagle3"}  # vLLM's --speculative-config method names
+
+
+@dataclass(frozen=True)
+class OutputContext:
+    """What an output layout needs to know beyond the head itself."""
+
+    target_label: str  # how the user named the target (folder or repo id), for the serve command
+    target_config: dict
+    out_label: str
+    dtype_name: str  # "bfloat16", ...
+    verifier: str | None = None  # speculators: the verifier's name or path
+    num_speculative_tokens: int = 3
+
+
+class Layout:
+    name: str = ""
+    summary: str = ""  # one line for the README table
+    kinds: tuple[str, ...] = ()  # head kinds this layout can hold
+    readable: bool = True
+    writable: bool = True
+    engine: str = ""  # which engine loads it (README table)
+    detect_priority: int = 50  # lower is tried first: the most specific layouts go first
+
+    # ---- input side ---------------------------------------------------------------------------------------------
+    def detect(self, config: dict, names: frozenset[str]) -> str | None:
+        """Return why this checkpoint is in this layout, or None."""
+        return None
+
+    def flat_config(self, config: dict) -> dict:
+        """The draft's HF-style (Llama/Qwen2) config with EAGLE keys, unwrapped from any envelope."""
+        return dict(config)
+
+    def source_to_canonical(self, name: str) -> str:
+        return name
+
+    # ---- output side --------------------------------------------------------------------------------------------
+    def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
+        """Why this head cannot be written in this layout (None when it can)."""
+        if spec.kind not in self.kinds:
+            return f"the {self.name} layout holds {' and '.join(k.upper() for k in self.kinds)} heads only"
+        return None
+
+    def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
+        raise NotImplementedError
+
+    def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
+        """output name -> canonical name. Canonical names missing here are dropped (see `dropped_reasons`)."""
+        raise NotImplementedError
+
+    def dropped_reasons(self, spec: DraftSpec) -> dict[str, str]:
+        """canonical name -> why this layout leaves it out on purpose."""
+        return {}
+
+    def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
+        config = {"method": METHOD[spec.kind], "model": ctx.out_label,
+                  "num_speculative_tokens": ctx.num_speculative_tokens}
+        return f"vllm serve {ctx.target_label} --speculative-config '{json.dumps(config)}'"
+
+
+def has_layer_prefix(names: frozenset[str], prefix: str) -> bool:
+    return any(n.startswith(prefix) for n in names)
+
+
+def rename_prefix(name: str, old: str, new: str) -> str:
+    return new + name[len(old):] if name.startswith(old) else name
+
+
+def base_inner_config(spec: DraftSpec, ctx: OutputContext, *, architecture: str, model_type: str) -> dict:
+    """The HF Llama/Qwen2 config every output layout starts from: the draft's own keys, with the EAGLE fixes applied.
+
+    RoPE stays the draft's own (explicit `rope_theta`, no target scaling): the head was trained with it. The position
+    limit is raised to the target's, since a 2048 limit stops drafting on long prompts and plain RoPE does not depend
+    on it. SafeAILab's `bias` (fc bias) is removed: vLLM reads it as *attention* bias."""
+    cfg = {"architectures": [architecture], "model_type": model_type}
+    cfg.update((k, v) for k, v in spec.extra.items() if k not in DROPPED_SOURCE_KEYS)
+    cfg.update(
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_attention_heads=spec.num_attention_heads,
+        num_key_value_heads=spec.num_key_value_heads,
+        head_dim=spec.head_dim,
+        num_hidden_layers=1,
+        rms_norm_eps=spec.rms_norm_eps,
+        hidden_act=spec.hidden_act,
+        rope_theta=spec.rope_theta,
+        rope_scaling=spec.rope_scaling,
+        vocab_size=spec.vocab_size,
+        max_position_embeddings=max(spec.max_position_embeddings,
+                                    int(ctx.target_config.get("max_position_embeddings") or 0)),
+        tie_word_embeddings=False,
+        torch_dtype=ctx.dtype_name,
+    )
+    return cfg
+
+
+# Keys never carried from a source config into an output: EAGLE envelope keys (re-derived), keys that mislead
+# loaders (`bias` is read as attention bias by vLLM), RoPE in transformers-5 form (rewritten as rope_theta), and
+# bookkeeping from the exporting tool.
+DROPPED_SOURCE_KEYS = frozenset({
+    "bias", "architectures", "model_type", "rope_parameters", "_name_or_path", "auto_map", "transformers_version",
+    "speculators_model_type", "speculators_config", "speculators_version", "transformer_layer_config",
+    "eagle_fc_bias", "model", "eagle_config", "draft_vocab_size", "target_hidden_size",
+    "eagle_aux_hidden_state_layer_ids", "norm_before_residual", "dtype", "torch_dtype",
+})
+
+
+def matches_any(name: str, patterns: tuple[str, ...]) -> str | None:
+    """The first shell-style pattern (`fnmatch`, case-sensitive) that `name` matches."""
+    for p in patterns:
+        if fnmatch.fnmatchcase(name, p):
+            return p
+    return None

@@ -1,0 +1,67 @@
+"""The `speculators` format (vLLM reads it since 2025-08; EAGLE-3 only): a complete `transformer_layer_config`, a
+`speculators_config` naming the verifier, and `norm_before_residual: false` written out (vLLM defaults it to true)."""
+
+from __future__ import annotations
+
+from ..spec import EAGLE3, DraftSpec
+from .base import EAGLE3_NAMES, Layout, OutputContext, base_inner_config
+from .registry import register
+from .vllm import eagle3_fields
+
+
+@register
+class Speculators(Layout):
+    name = "speculators"
+    summary = "speculators `eagle3` config (`speculators_config`, full `transformer_layer_config`, verifier)"
+    engine = "vLLM >= 0.10 (`vllm serve DRAFT`), speculators"
+    detect_priority = 20
+    kinds = (EAGLE3,)
+
+    def detect(self, config: dict, names: frozenset[str]) -> str | None:
+        if "speculators_model_type" in config:
+            return f"config has speculators_model_type={config['speculators_model_type']!r}"
+        return None
+
+    def flat_config(self, config: dict) -> dict:
+        flat = dict(config.get("transformer_layer_config") or {})
+        for key in ("draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids",
+                    "norm_before_residual"):
+            if key in config:
+                flat[key] = config[key]
+        return flat
+
+    def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
+        if spec.kind != EAGLE3:
+            return ("the speculators format describes EAGLE-3 heads only (vLLM reads no EAGLE-1 speculators "
+                    "config); use --to vllm for vLLM V1 `method: eagle`")
+        return None
+
+    def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
+        layer = base_inner_config(spec, ctx, architecture="LlamaForCausalLM", model_type="llama")
+        layer["attention_bias"] = False
+        verifier_arch = ctx.target_config.get("architectures") or ["LlamaForCausalLM"]
+        return {
+            "architectures": ["Eagle3Speculator"],
+            "speculators_model_type": "eagle3",
+            "speculators_version": "0.1.0",
+            "speculators_config": {
+                "algorithm": "eagle3",
+                "default_proposal_method": "greedy",
+                "proposal_methods": [{
+                    "proposal_type": "greedy",
+                    "speculative_tokens": ctx.num_speculative_tokens,
+                    "verifier_accept_k": 1,
+                    "accept_tolerance": 0.0,
+                }],
+                "verifier": {"name_or_path": ctx.verifier or ctx.target_label, "architectures": verifier_arch},
+            },
+            "transformer_layer_config": layer,
+            **eagle3_fields(spec),
+            "torch_dtype": ctx.dtype_name,
+        }
+
+    def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
+        return {n: n for n in sorted(canonical) if n in EAGLE3_NAMES}
+
+    def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
+        return f"vllm serve {ctx.out_label}  # loads the verifier named in its config: {ctx.verifier or ctx.target_label}"

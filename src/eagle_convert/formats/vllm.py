@@ -1,0 +1,62 @@
+"""vLLM V1 (`method: eagle` for EAGLE-1 heads, `method: eagle3` for EAGLE-3): raw HF configs, `layers.0.*` names.
+EAGLE-1: no fc bias, no lm_head/norm/input_layernorm (the target's LM head is shared). EAGLE-3: `d2t` required when
+the draft vocabulary is smaller, `norm_before_residual: false` explicit, aux layer ids explicit."""
+
+from __future__ import annotations
+
+from ..spec import EAGLE1, EAGLE3, DraftSpec
+from .base import EAGLE1_NAMES, EAGLE3_NAMES, Layout, OutputContext, base_inner_config, has_layer_prefix
+from .registry import register
+
+# EAGLE-1 tensors vLLM V1 refuses or mis-loads: the LM head and embedding come from the target.
+V1_EAGLE1_EXCLUDED = {
+    "lm_head.weight": "vLLM V1 shares the target's LM head (a draft lm_head.weight is a load error)",
+}
+
+
+def eagle3_fields(spec: DraftSpec) -> dict:
+    """The EAGLE-3 keys vLLM reads from a draft config, all written explicitly."""
+    return {
+        "draft_vocab_size": spec.draft_vocab_size,
+        "target_hidden_size": spec.target_hidden_size,
+        "eagle_aux_hidden_state_layer_ids": list(spec.aux_layer_ids),
+        "norm_before_residual": False,
+    }
+
+
+@register
+class VllmV1(Layout):
+    name = "vllm"
+    summary = "vLLM V1 `method: eagle` (EAGLE-1) / `method: eagle3` (EAGLE-3): raw config, `layers.0.*`, no fc bias"
+    engine = "vLLM >= 0.8 (V1 engine)"
+    detect_priority = 60
+    kinds = (EAGLE1, EAGLE3)
+
+    def detect(self, config: dict, names: frozenset[str]) -> str | None:
+        if "fc.weight" in names and has_layer_prefix(names, "layers.0."):
+            kind = "eagle3" if ("d2t" in names or "layers.0.hidden_norm.weight" in names) else "eagle"
+            return f"raw config with fc.weight and layers.0.* (vLLM V1 / SpecForge `method: {kind}` layout)"
+        return None
+
+    def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
+        return super().refusal(spec, canonical)
+
+    def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
+        cfg = base_inner_config(spec, ctx, architecture="LlamaForCausalLM", model_type="llama")
+        cfg["attention_bias"] = False
+        if spec.qkv_bias:
+            # vLLM's Llama layer takes q/k/v bias from `qkv_bias` and o_proj bias from `attention_bias`.
+            cfg["qkv_bias"] = True
+        if spec.kind == EAGLE3:
+            cfg.update(eagle3_fields(spec))
+        return cfg
+
+    def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
+        if spec.kind == EAGLE1:
+            # fc.bias has no place in V1: the plan refuses, drops or folds it (--fc-bias).
+            return {n: n for n in sorted(canonical)
+                    if n in EAGLE1_NAMES and n not in V1_EAGLE1_EXCLUDED and n != "fc.bias"}
+        return {n: n for n in sorted(canonical) if n in EAGLE3_NAMES}
+
+    def dropped_reasons(self, spec: DraftSpec) -> dict[str, str]:
+        return dict(V1_EAGLE1_EXCLUDED) if spec.kind == EAGLE1 else {}

@@ -1,0 +1,100 @@
+"""`inspect`: what a checkpoint is, what is wrong with it for serving, and which conversion fixes each problem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .checkpoint import SAFETENSORS_CODES
+from .draft import DraftHead, load_draft
+from .errors import EagleConvertError
+from .resolve import open_input
+from .spec import EAGLE1, EAGLE3
+from .target import TargetInfo, read_target
+
+HALF = {"float16", "bfloat16"}
+
+
+@dataclass
+class Problem:
+    what: str
+    fix: str
+
+    def to_dict(self) -> dict:
+        return {"problem": self.what, "fix": self.fix}
+
+
+@dataclass
+class InspectReport:
+    path: str
+    layout: str | None
+    layout_reason: str | None
+    kind: str | None
+    config: dict
+    tensors: list[dict]
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "layout": self.layout, "layout_reason": self.layout_reason, "kind": self.kind,
+                "config": self.config, "tensors": self.tensors, "problems": [p.to_dict() for p in self.problems],
+                "notes": self.notes}
+
+
+def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (), revision: str | None = None,
+            target_revision: str | None = None, token: str | None = None, offline: bool | None = None) -> InspectReport:
+    ref = open_input(path, revision=revision, token=token, offline=offline, role="draft")
+    ckpt = ref.checkpoint
+    tensors = [{"name": r.name, "shape": list(r.shape), "dtype": SAFETENSORS_CODES[r.dtype], "file": r.file}
+               for r in ckpt.refs().values()]
+    target_info = None
+    if target:
+        target_info = read_target(open_input(target, revision=target_revision, token=token, offline=offline,
+                                             role="target").checkpoint)
+    report = InspectReport(path=str(path), layout=None, layout_reason=None, kind=None, config=ckpt.config,
+                           tensors=tensors, notes=list(ref.notes))
+    try:
+        head = load_draft(ckpt, target_info.config if target_info else None, drop=drop)
+    except EagleConvertError as exc:
+        report.problems.append(Problem(exc.message, exc.hint))
+        return report
+    report.layout, report.layout_reason, report.kind = head.layout.name, head.layout_reason, head.spec.kind
+    report.notes += list(head.notes)
+    report.problems += _problems(head, target_info)
+    return report
+
+
+def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
+    spec, cfg, names = head.spec, head.checkpoint.config, set(head.tensors)
+    out: list[Problem] = []
+    convert_hint = "eagle-convert convert DRAFT --target TARGET -o OUT --to LAYOUT"
+    if spec.kind == EAGLE1 and "lm_head.weight" not in names:
+        out.append(Problem("No LM head: an EAGLE-1 head uses its target's.",
+                           f"{convert_hint} splices it in where the engine needs it (vllm-v0)."))
+    if "bias" in cfg:
+        out.append(Problem(f"SafeAILab config key bias={cfg['bias']!r} (the fc bias flag): vLLM reads it as attention "
+                           "bias and, when true, creates q/k/v/o biases that are never loaded.",
+                           f"{convert_hint} removes it and states the fc bias the engine's way."))
+    if spec.fc_bias:
+        out.append(Problem("fc.bias present: vLLM V1 cannot express it (dropped silently).",
+                           "--to vllm --fc-bias fold (exact), or --to vllm-v0 / --to sglang."))
+    if spec.max_position_embeddings <= 2048:
+        limit = target.config.get("max_position_embeddings") if target else None
+        out.append(Problem(f"max_position_embeddings is {spec.max_position_embeddings}: drafting stops or crashes past it.",
+                           f"convert raises it to the target's{f' ({limit})' if limit else ''}; RoPE stays the draft's."))
+    stored = {SAFETENSORS_CODES[r.dtype] for r in head.tensors.values() if r.dtype.is_floating_point}
+    if "F32" in stored and str(cfg.get("torch_dtype")) in HALF:
+        out.append(Problem(f"Stored in float32 though the config says {cfg.get('torch_dtype')}: twice the bytes.",
+                           "convert --dtype auto writes the target's dtype."))
+    if head.checkpoint.weight_format == "bin":
+        out.append(Problem("Pickle (.bin) weights: engines prefer safetensors.", "convert writes safetensors only."))
+    if spec.kind == EAGLE3 and "d2t" not in names and spec.draft_vocab_size < spec.vocab_size:
+        out.append(Problem("No d2t: draft ids would be read as target ids.", "Use an export that includes d2t."))
+    if target:
+        feature = spec.hidden_size if spec.kind == EAGLE1 else spec.target_hidden_size
+        if feature != target.hidden_size:
+            out.append(Problem(f"Hidden size mismatch: the head expects {feature}, the target has {target.hidden_size}.",
+                               "Use the target this head was trained for."))
+        if spec.vocab_size != target.vocab_size:
+            out.append(Problem(f"Vocab mismatch: head {spec.vocab_size}, target {target.vocab_size}.",
+                               "Use the target this head was trained for."))
+    return out

@@ -1,0 +1,175 @@
+"""The conversion plan: a frozen, printable list of output tensors and where each comes from. Building it reads only
+configs and headers; executing it (convert.py) is the only part that touches tensor data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+
+from .checkpoint import SAFETENSORS_CODES, TensorRef
+from .draft import DraftHead
+from .errors import UnsupportedConversionError
+from .formats import OutputContext, get_layout
+from .formats.sglang import ZERO_FC_BIAS
+from .spec import EAGLE1, DraftSpec
+from .target import DTYPE_NAMES, TargetInfo
+
+FC_BIAS_MODES = ("error", "drop", "fold")
+FOLD = "fold_fc_bias"  # E' = E + W_e^-1 b: the fc bias moved into a draft-specific embedding
+ZEROS = "zeros"
+
+
+class Source(NamedTuple):
+    origin: str  # "draft" or "target": which checkpoint `ref` belongs to
+    ref: TensorRef
+
+
+@dataclass(frozen=True)
+class PlannedTensor:
+    name: str  # in the output
+    role: str  # canonical name
+    origin: str  # "draft", "target" or "derived"
+    sources: tuple[Source, ...]  # what is read to produce it (one, except for derived tensors)
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    derive: str | None = None  # FOLD or ZEROS for derived tensors
+
+    @property
+    def nbytes(self) -> int:
+        n = self.dtype.itemsize
+        for d in self.shape:
+            n *= d
+        return n
+
+    def describe_source(self) -> str:
+        if self.derive == ZEROS:
+            return "zeros"
+        srcs = " + ".join(f"{origin} {ref.file}:{ref.name}" for origin, ref in self.sources)
+        return f"{FOLD}({srcs})" if self.derive == FOLD else srcs
+
+
+@dataclass(frozen=True)
+class Plan:
+    layout: str
+    spec: DraftSpec
+    config: dict
+    tensors: tuple[PlannedTensor, ...]
+    dropped: tuple[tuple[str, str], ...]  # (name, why)
+    notes: tuple[str, ...]
+    serve_command: str
+    dtype_name: str
+    warnings: tuple[str, ...] = field(default=())
+
+    def bytes_read(self) -> dict[str, int]:
+        """Bytes of tensor data read from each input (a tensor read twice counts once)."""
+        unique = {(origin, ref.file, ref.name): ref.nbytes for t in self.tensors for origin, ref in t.sources}
+        totals = {"draft": 0, "target": 0}
+        for (origin, _, _), n in unique.items():
+            totals[origin] += n
+        return totals
+
+    def to_dict(self) -> dict:
+        return {
+            "layout": self.layout,
+            "kind": self.spec.kind,
+            "dtype": self.dtype_name,
+            "config": self.config,
+            "tensors": [{"name": t.name, "source": t.describe_source(), "origin": t.origin,
+                         "dtype": SAFETENSORS_CODES[t.dtype], "shape": list(t.shape), "bytes": t.nbytes}
+                        for t in self.tensors],
+            "dropped": [{"name": n, "reason": r} for n, r in self.dropped],
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
+            "bytes_to_read": self.bytes_read(),
+            "serve_command": self.serve_command,
+        }
+
+
+def resolve_dtype(dtype: str, target: TargetInfo) -> str:
+    if dtype != "auto":
+        if dtype not in DTYPE_NAMES:
+            raise UnsupportedConversionError(f"Unknown dtype {dtype!r}.", f"Use auto or one of {', '.join(DTYPE_NAMES)}.")
+        return dtype
+    if target.dtype_name:
+        return target.dtype_name
+    # No torch_dtype in the target config: the LM head's stored dtype is what the target really holds.
+    stored = target.lm_head().dtype
+    return next((name for name, dt in DTYPE_NAMES.items() if dt == stored), "bfloat16")
+
+
+def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "auto", fc_bias: str = "error",
+               verifier: str | None = None, target_label: str | None = None, out_label: str = "OUT",
+               num_speculative_tokens: int = 3) -> Plan:
+    from .validate import check_pair  # validation is pure and reads no tensor data
+
+    layout = get_layout(to)
+    spec = head.spec
+    canonical = frozenset(head.tensors)
+    refusal = layout.refusal(spec, canonical)
+    if refusal:
+        raise UnsupportedConversionError(f"Cannot write this {spec.kind.upper()} head as --to {to}: {refusal}.",
+                                         "`eagle-convert layouts` lists which layouts hold which heads.")
+    check_pair(spec, target)
+    dtype_name = resolve_dtype(dtype, target)
+    out_dtype = DTYPE_NAMES[dtype_name]
+    notes = list(head.notes)
+    warnings: list[str] = []
+    dropped = list(head.dropped)
+
+    roles = dict(layout.output_names(spec, canonical))  # output name -> canonical role (or a derived marker)
+    fold = False
+    if spec.fc_bias and "fc.bias" not in roles.values():
+        if fc_bias == "error":
+            raise UnsupportedConversionError(
+                f"This EAGLE-1 head has an fc bias, which the {to} layout cannot express (vLLM V1 drops it silently and "
+                "acceptance falls).",
+                "Re-run with --fc-bias fold (exact: moves the bias into a draft-specific embedding, E' = E + W_e^-1 b, "
+                "and reports the error), --fc-bias drop (lossy), or write --to vllm-v0 / --to sglang, which keep the bias.")
+        if fc_bias == "drop":
+            dropped.append(("fc.bias", "--fc-bias drop: the fc bias is discarded (lossy: expect lower acceptance)"))
+            warnings.append("fc.bias dropped: the draft's outputs change; run `eagle-convert bench` to see the cost")
+        else:
+            fold = True
+            roles["embed_tokens.weight"] = FOLD
+            dropped.append(("fc.bias", "--fc-bias fold: folded into embed_tokens.weight"))
+
+    tensors = [_planned(name, role, head, target, out_dtype) for name, role in roles.items()]
+    used = {t.role for t in tensors} | ({"fc.bias", "embed_tokens.weight"} if fold else set())
+    reasons = layout.dropped_reasons(spec)
+    for role in sorted(canonical - used):
+        if all(n != role for n, _ in dropped):
+            dropped.append((role, reasons.get(role, f"the {to} layout has no place for it")))
+    ctx = OutputContext(target_label=target_label or target.checkpoint.label, target_config=target.config,
+                        out_label=out_label, dtype_name=dtype_name, verifier=verifier,
+                        num_speculative_tokens=num_speculative_tokens)
+    return Plan(layout=to, spec=spec, config=layout.output_config(spec, ctx), tensors=tuple(tensors),
+                dropped=tuple(dropped), notes=tuple(notes), serve_command=layout.serve_command(spec, ctx),
+                dtype_name=dtype_name, warnings=tuple(warnings))
+
+
+def _cast_dtype(ref_dtype: torch.dtype, out_dtype: torch.dtype) -> torch.dtype:
+    return out_dtype if ref_dtype.is_floating_point else ref_dtype  # d2t (int64) and t2d (bool) keep theirs
+
+
+def _copied(name: str, role: str, origin: str, ref: TensorRef, out_dtype: torch.dtype) -> PlannedTensor:
+    return PlannedTensor(name, role, origin, (Source(origin, ref),), _cast_dtype(ref.dtype, out_dtype), ref.shape)
+
+
+def _planned(name: str, role: str, head: DraftHead, target: TargetInfo, out_dtype: torch.dtype) -> PlannedTensor:
+    spec = head.spec
+    if role == ZERO_FC_BIAS:
+        return PlannedTensor(name, "fc.bias", "derived", (), out_dtype, (spec.hidden_size,), derive=ZEROS)
+    if role == FOLD:
+        embed = (Source("draft", head.tensors["embed_tokens.weight"]) if "embed_tokens.weight" in head.tensors
+                 else Source("target", target.embedding()))
+        sources = (embed, Source("draft", head.tensors["fc.weight"]), Source("draft", head.tensors["fc.bias"]))
+        return PlannedTensor(name, "embed_tokens.weight", "derived", sources, out_dtype, embed.ref.shape, derive=FOLD)
+    if role == "lm_head.weight" and spec.kind == EAGLE1:
+        return _copied(name, role, "target", target.lm_head(), out_dtype)  # EAGLE-1: always the target's
+    if role in head.tensors:
+        return _copied(name, role, "draft", head.tensors[role], out_dtype)
+    if role == "embed_tokens.weight":
+        return _copied(name, role, "target", target.embedding(), out_dtype)
+    raise AssertionError(f"layout asked for {role!r}, which the head does not have")  # a layout bug, not user input

@@ -1,0 +1,47 @@
+"""Turn what the user typed (a folder, or an `org/name` Hugging Face repo id) into a Checkpoint."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .checkpoint import Checkpoint
+from .errors import LayoutError
+from .io.source import LocalSource
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass
+class InputRef:
+    label: str  # what the user typed
+    checkpoint: Checkpoint
+    local_dir: Path | None  # None for repo ids
+    repo_id: str | None = None
+    commit_sha: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.local_dir) if self.local_dir else None, "repo_id": self.repo_id,
+                "commit_sha": self.commit_sha, "notes": self.notes}
+
+
+def open_input(name: str | Path, *, revision: str | None = None, token: str | None = None,
+               offline: bool | None = None, role: str = "draft") -> InputRef:
+    text = str(name)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        notes = []
+        if REPO_ID.match(text):
+            notes.append(f"{text!r} is a local folder and also looks like a repo id: using the local folder")
+        return InputRef(text, Checkpoint(LocalSource(path)), path, notes=notes)
+    if REPO_ID.match(text) and not path.exists():
+        from .io.hub import open_repo_input  # imported late: huggingface_hub reads its environment at import
+
+        return open_repo_input(text, revision=revision, token=token, offline=offline, role=role)
+    if path.exists():
+        raise LayoutError(f"The {role} {text} is a file, not a folder.",
+                          "Pass the folder that holds config.json and the weights.")
+    raise LayoutError(f"The {role} {text!r} is neither a folder nor a Hugging Face repo id (org/name).",
+                      "Check the path, or pass a repo id such as yuhuili/EAGLE-LLaMA3-Instruct-8B.")

@@ -1,0 +1,61 @@
+"""Checks on a draft/target pair before anything is written. `check_pair` reads no tensor data; `check_vocab_map`
+reads the draft's small d2t/t2d tensors."""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import LayoutError, ShapeMismatchError
+from .spec import EAGLE1, DraftSpec
+from .target import TargetInfo
+
+
+def check_pair(spec: DraftSpec, target: TargetInfo) -> None:
+    label = target.checkpoint.label
+    feature = spec.hidden_size if spec.kind == EAGLE1 else spec.target_hidden_size
+    if feature != target.hidden_size:
+        what = "hidden size" if spec.kind == EAGLE1 else "fc input (3 x target hidden)"
+        raise ShapeMismatchError(
+            f"The draft's {what} expects target hidden size {feature}, but {label} has {target.hidden_size}.",
+            "This head was trained for a different model: pass the target it was made for.")
+    if spec.vocab_size != target.vocab_size:
+        raise ShapeMismatchError(
+            f"The draft's vocab_size is {spec.vocab_size} but the target {label} has {target.vocab_size}.",
+            "The head and target use different tokenizers: pass the target the head was trained for.")
+    if spec.kind == EAGLE1:
+        lm = target.lm_head()
+        if lm.shape != (target.vocab_size, spec.hidden_size):
+            raise ShapeMismatchError(f"The target's LM head {lm.name} is {list(lm.shape)}, expected "
+                                     f"[{target.vocab_size}, {spec.hidden_size}].", "The target checkpoint is inconsistent.")
+        return
+    if spec.draft_vocab_size > spec.vocab_size:
+        raise ShapeMismatchError(f"draft_vocab_size {spec.draft_vocab_size} exceeds the target vocabulary "
+                                 f"{spec.vocab_size}.", "The head does not belong to this target.")
+    if spec.aux_layer_ids is None:
+        raise LayoutError("The EAGLE-3 head does not say which target layers feed it.", "Pass the target config.")
+    bad = [i for i in spec.aux_layer_ids if not 0 <= i < target.num_hidden_layers]
+    if bad or len(spec.aux_layer_ids) != 3:
+        raise ShapeMismatchError(
+            f"Aux layer ids {list(spec.aux_layer_ids)} are not three valid layers of the {target.num_hidden_layers}-"
+            f"layer target {label}.",
+            "Set eagle_aux_hidden_state_layer_ids in the draft config to the layers the head was trained on "
+            "(the EAGLE-3 default is 2, L//2, L-3).")
+
+
+def check_vocab_map(d2t: torch.Tensor | None, t2d: torch.Tensor | None, vocab_size: int, label: str) -> None:
+    """d2t maps draft id i to target id i + d2t[i]: every id in range and strictly increasing; t2d marks exactly
+    those target ids."""
+    if d2t is None:
+        return
+    ids = torch.arange(d2t.numel(), dtype=torch.int64) + d2t.to(torch.int64)
+    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ShapeMismatchError(f"{label}: d2t maps draft ids outside the target vocabulary [0, {vocab_size}).",
+                                 "The d2t tensor is corrupt or belongs to another target.")
+    if ids.numel() > 1 and not bool((ids[1:] > ids[:-1]).all()):
+        raise ShapeMismatchError(f"{label}: d2t does not map draft ids to strictly increasing target ids.",
+                                 "The d2t tensor is corrupt; re-export the head.")
+    if t2d is not None:
+        t2d = t2d.to(torch.bool)
+        if t2d.numel() != vocab_size or int(t2d.sum()) != d2t.numel() or not bool(t2d[ids].all()):
+            raise ShapeMismatchError(f"{label}: t2d does not mark exactly the target ids that d2t maps to.",
+                                     "The head's d2t and t2d disagree; re-export the head.")
