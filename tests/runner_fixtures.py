@@ -11,7 +11,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from eagle_convert.runner.heads import build_draft_head
-from eagle_convert.runner.model import TargetModel
+from eagle_convert.runner.model import TargetConfig, TargetModel
 from eagle_convert.spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec
 
 GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
@@ -90,6 +90,7 @@ def random_target_weights(config: dict, seed: int) -> dict[str, torch.Tensor]:
     """HF-named weights with spread-out logits (std ~1 embeddings, 1/sqrt(fan_in) projections), so argmaxes are
     far from ties and greedy comparisons are robust to summation order."""
     g = torch.Generator().manual_seed(seed)
+    cfg = TargetConfig.from_hf(config)  # which optional tensors (biases, q/k norms) this family has
     hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
     heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
     head_dim = config.get("head_dim") or hidden // heads
@@ -112,10 +113,16 @@ def random_target_weights(config: dict, seed: int) -> dict[str, torch.Tensor]:
                 p + "self_attn.o_proj.weight": w(hidden, heads * head_dim),
                 p + "mlp.gate_proj.weight": w(inter, hidden), p + "mlp.up_proj.weight": w(inter, hidden),
                 p + "mlp.down_proj.weight": w(hidden, inter)}
-        if config["model_type"] == "qwen2":
-            out |= {p + f"self_attn.{n}_proj.bias": 0.1 * torch.randn(d, generator=g)
-                    for n, d in (("q", heads * head_dim), ("k", kv * head_dim), ("v", kv * head_dim))}
-        if config["model_type"] == "qwen3":
+        biases = {}
+        if cfg.qkv_bias:
+            biases |= {"self_attn.q_proj": heads * head_dim, "self_attn.k_proj": kv * head_dim,
+                       "self_attn.v_proj": kv * head_dim}
+        if cfg.o_bias:
+            biases["self_attn.o_proj"] = hidden
+        if cfg.mlp_bias:
+            biases |= {"mlp.gate_proj": inter, "mlp.up_proj": inter, "mlp.down_proj": hidden}
+        out |= {f"{p}{name}.bias": 0.1 * torch.randn(size, generator=g) for name, size in biases.items()}
+        if cfg.qk_norm:
             out |= {p + "self_attn.q_norm.weight": norm(head_dim), p + "self_attn.k_norm.weight": norm(head_dim)}
     return out
 

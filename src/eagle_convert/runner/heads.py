@@ -1,6 +1,7 @@
 """EAGLE-1 and EAGLE-3 draft heads, built from a `DraftSpec` and tensors under canonical names (see
 `eagle_convert.spec`). Each head owns one decoder layer with its own per-position KV cache and plain RoPE at
-`spec.rope_theta`: the head was trained with that base, never with the target's theta or llama3 scaling.
+`spec.rope_theta` (scaled only by the draft's own `spec.rope_scaling`, which releases do not have): the head was
+trained with that RoPE, never with the target's theta or llama3 scaling.
 
 Row i of a head's input pairs the feature at position i with the token at position i+1, at RoPE position i.
 `forward(..., from_target=True)` takes target features; `from_target=False` takes the head's own `hidden` from the
@@ -17,7 +18,8 @@ import torch.nn.functional as F
 
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError
 from eagle_convert.runner.model import (
-    GetTensor, RotaryTable, TargetOutput, as_positions, cast_reader, load_attention, load_mlp, rms_norm, rope_inv_freq,
+    GetTensor, RotaryTable, TargetOutput, as_positions, cast_reader, load_attention, load_mlp, rms_norm, rope_from_hf,
+    rope_inv_freq,
 )
 from eagle_convert.spec import DraftSpec, default_aux_layer_ids
 
@@ -27,6 +29,12 @@ class DraftOutput:
     logits: torch.Tensor  # [1, T, head vocab]: EAGLE-1 the target vocab, EAGLE-3 the draft vocab
     hidden: torch.Tensor  # [1, T, H]: what the next chain step feeds back
     fc_out: torch.Tensor | None  # [1, T, H]; None where fc was skipped
+
+
+def head_rope(spec: DraftSpec) -> tuple[float, dict | None]:
+    """The head's own RoPE: spec.rope_theta, scaled only by the draft's own rope_scaling (releases have none)."""
+    return rope_from_hf({"rope_theta": spec.rope_theta, "rope_scaling": spec.rope_scaling,
+                         "max_position_embeddings": spec.max_position_embeddings})
 
 
 def _optional(get: GetTensor, name: str) -> torch.Tensor | None:
@@ -55,7 +63,7 @@ class DraftHead:
                 f"Draft embedding has shape {tuple(self.embed_weight.shape)}, expected "
                 f"[{spec.vocab_size}, {spec.hidden_size}] (vocab, hidden).",
                 "Check that the draft head was trained for this target.")
-        self.rope = RotaryTable(rope_inv_freq(spec.head_dim, spec.rope_theta, None), dtype, self.device)
+        self.rope = RotaryTable(rope_inv_freq(spec.head_dim, *head_rope(spec)), dtype, self.device)
         self.attention = load_attention(
             get, "layers.0.", num_heads=spec.num_attention_heads, num_kv_heads=spec.num_key_value_heads,
             head_dim=spec.head_dim, dtype=dtype, device=self.device, qkv_bias=spec.qkv_bias, eps=spec.rms_norm_eps)

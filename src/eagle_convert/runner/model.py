@@ -57,7 +57,7 @@ class TargetConfig:
     rope_scaling: dict | None  # the rope_type's own parameters; None for plain RoPE
     tie_word_embeddings: bool
     qkv_bias: bool  # qwen2 always; llama/qwen3 via attention_bias
-    o_bias: bool  # llama attention_bias also biases o_proj
+    o_bias: bool  # llama/qwen3 attention_bias also biases o_proj (qwen2's fixed biases do not)
     mlp_bias: bool
     qk_norm: bool  # qwen3: RMS norm per head on q and k, before RoPE
     sliding_windows: tuple[int | None, ...]  # per layer; None = full attention
@@ -90,7 +90,7 @@ class TargetConfig:
             rope_scaling=scaling,
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
             qkv_bias=model_type == "qwen2" or (model_type in ("llama", "qwen3") and attention_bias),
-            o_bias=model_type == "llama" and attention_bias,
+            o_bias=model_type in ("llama", "qwen3") and attention_bias,
             mlp_bias=model_type == "llama" and bool(config.get("mlp_bias", False)),
             qk_norm=model_type == "qwen3",
             sliding_windows=_sliding_windows(model_type, config, layers),
