@@ -582,6 +582,32 @@ def hub_env(hub: HubServer, hf_home: str | os.PathLike, *, offline: bool = False
     return env
 
 
+def use_in_process(monkeypatch, hub: HubServer, hf_home: str | os.PathLike, *, offline: bool = False,
+                   token: str | None = None) -> None:
+    """Point the already-imported huggingface_hub of *this* process at `hub` (pytest's `monkeypatch` undoes it).
+
+    Faster than a subprocess (no fresh torch import). It patches the import-time constants that the calls eagle-convert
+    makes read back at call time (endpoint + URL template, HF_HOME, hub cache, offline flag, token file, telemetry);
+    code paths that copied a constant at import (e.g. HF_HUB_DISABLE_PROGRESS_BARS) keep the old value. To test the
+    environment itself (HF_HOME, HF_HUB_OFFLINE=1 read at import), use `run_python` / `run_cli`."""
+    from huggingface_hub import constants
+
+    home = Path(hf_home)
+    for name, value in {
+        "ENDPOINT": hub.url,
+        "HUGGINGFACE_CO_URL_TEMPLATE": hub.url + "/{repo_id}/resolve/{revision}/{filename}",
+        "HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"), "HF_TOKEN_PATH": str(home / "token"),
+        "HF_STORED_TOKENS_PATH": str(home / "stored_tokens"), "HF_HUB_OFFLINE": offline,
+        "HF_HUB_DISABLE_TELEMETRY": True,
+    }.items():
+        monkeypatch.setattr(constants, name, value)
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    if token is not None:
+        monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("EAGLE_CONVERT_HUB_RETRY_WAIT", "0")
+
+
 # Prepended to snippets: makes huggingface_hub's own fixed retry sleeps (1 s per resume in http_get, 1..8 s backoff)
 # instant, so fault tests stay fast. Only for snippets that ask for it (no_sleep=True).
 _NO_SLEEP = "import time as _t; _t.sleep = lambda s: None\n"
