@@ -140,6 +140,10 @@ class Checkpoint:
     def has(self, name: str) -> bool:
         return name in self.weight_map if self.weight_map else name in self._refs_in(self.files[0])
 
+    def file_of(self, name: str) -> str:
+        """The file holding `name`, from the index alone (no header read)."""
+        return self.weight_map.get(name, "") if self.weight_map else self.files[0]
+
     def ref(self, name: str) -> TensorRef:
         rel = self.weight_map.get(name) if self.weight_map else self.files[0]
         refs = self._refs_in(rel) if rel else {}

@@ -102,14 +102,16 @@ def hub_options(fn):
 @click.option("-k", "--num-speculative-tokens", default=3, show_default=True, help="k in the printed serve command.")
 @click.option("--max-shard-size", default="5GB", show_default=True, callback=lambda ctx, p, v: _size(v),
               help="Shard the output above this size (5GB, 500MB, bytes).")
+@click.option("--check-embedding", is_flag=True,
+              help="Compare the draft's embedding copy with the target's even when that reads another target shard.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the bytes it will read; write nothing.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @hub_options
 @handle_errors
-def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens, max_shard_size, dry_run,
-            force, as_json, quiet, revision, target_revision, token, offline):
+def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens, max_shard_size,
+            check_embedding, dry_run, force, as_json, quiet, revision, target_revision, token, offline):
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout."""
     from .api import convert as run
 
@@ -118,12 +120,14 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
     result = run(draft, target, out, to=to, dtype=dtype, dry_run=dry_run, force=force, drop=drop,
                  max_shard_size=max_shard_size, fc_bias=fc_bias, verifier=verifier,
                  num_speculative_tokens=num_speculative_tokens, revision=revision, target_revision=target_revision,
-                 token=token, offline=offline, progress=not quiet and not as_json)
+                 token=token, offline=offline, progress=not quiet and not as_json, check_embedding=check_embedding)
     plan = result.plan
     _note(result.draft.notes + result.target.notes + list(plan.notes), "note")
     _note([f"dropped {n}: {r}" for n, r in plan.dropped], "note")
     _note(plan.warnings, "warning")
-    if result.embedding_check and not result.embedding_check["equal"]:
+    if result.embedding_check and result.embedding_check["equal"] is None:
+        _note([result.embedding_check["message"]], "note")
+    if result.embedding_check and result.embedding_check["equal"] is False:
         _note([f"the draft's embed_tokens differs from the target's: max |diff| "
                f"{result.embedding_check['max_abs_diff']} over {result.embedding_check['rows_compared']} sampled rows"],
               "warning")

@@ -84,7 +84,7 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             dry_run: bool = False, force: bool = False, drop: tuple[str, ...] = (), max_shard_size: str | int = "5GB",
             fc_bias: str = "error", verifier: str | None = None, num_speculative_tokens: int = 3,
             revision: str | None = None, target_revision: str | None = None, token: str | None = None,
-            offline: bool | None = None, progress: bool = False) -> ConversionResult:
+            offline: bool | None = None, progress: bool = False, check_embedding: bool = False) -> ConversionResult:
     """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (see the README for every option)."""
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft")
     target_in = open_input(target, revision=target_revision, token=token, offline=offline, role="target")
@@ -101,7 +101,7 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None)
     if dry_run:
         return result
-    result.embedding_check = compare_embeddings(head, target_info)
+    result.embedding_check = compare_embeddings(head, target_info, plan, always=check_embedding)
     _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress)
     return result
 
@@ -114,11 +114,20 @@ def _check_vocab_map(head: DraftHead) -> None:
                     head.spec.vocab_size, ckpt.label)
 
 
-def compare_embeddings(head: DraftHead, target: TargetInfo) -> dict | None:
-    """When the draft carries its own embedding copy, spot-check it against the target's on evenly spaced rows."""
+def compare_embeddings(head: DraftHead, target: TargetInfo, plan: Plan, always: bool = False) -> dict | None:
+    """When the draft carries its own embedding copy, spot-check it against the target's on evenly spaced rows.
+
+    Only when the target file holding the embedding is read anyway (or `always`): opening another shard of a large
+    target just for this check would cost what the conversion is designed to avoid."""
     ref = head.tensors.get("embed_tokens.weight")
     if ref is None or not target.checkpoint.has("model.embed_tokens.weight"):
         return None
+    files_read = {src.ref.file for t in plan.tensors for src in t.sources if src.origin == "target"}
+    embed_file = target.checkpoint.file_of("model.embed_tokens.weight")
+    if not always and embed_file not in files_read:
+        return {"rows_compared": 0, "max_abs_diff": None, "equal": None,
+                "message": f"the draft's embed_tokens was not compared with the target's: it is in {embed_file}, which "
+                           "the conversion does not otherwise read (pass --check-embedding to compare)"}
     tref = target.embedding()
     if tref.shape != ref.shape:
         return {"rows_compared": 0, "max_abs_diff": None, "equal": False,

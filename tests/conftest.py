@@ -1,0 +1,54 @@
+"""Shared fixtures: tiny checkpoints built per test in tmp dirs, and the golden sets from ../shared/golden."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from eagle_convert.examples import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
+
+GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
+GOLDEN_SETS = ["eagle1-llama2", "eagle1-llama3", "eagle1-qwen2", "eagle3-llama31"]
+
+
+def golden(name: str) -> Path:
+    path = GOLDEN / name
+    if not path.is_dir():
+        pytest.skip(f"golden set {name} not found at {path}")
+    return path
+
+
+def tree_fingerprint(folder: Path) -> dict[str, tuple[str, int]]:
+    """sha256 and mtime of every file under `folder`: to prove inputs are never modified."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            out[str(p.relative_to(folder))] = (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+    return out
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """Build a (target, draft) pair of tiny checkpoints; keyword arguments choose the variant."""
+
+    def build(*, cfg: TinyConfig | None = None, shards: int = 1, target_fmt: str = "safetensors", kind: str = "eagle1",
+              draft_fmt: str | None = None, **head_kwargs):
+        cfg = cfg or TinyConfig()
+        target_dir, draft_dir = tmp_path / "target", tmp_path / "draft"
+        tensors = make_target(target_dir, cfg, shards=shards, fmt=target_fmt)
+        if kind == "eagle1":
+            make_eagle1_head(draft_dir, cfg, tensors, fmt=draft_fmt or "bin", **head_kwargs)
+        else:
+            make_eagle3_head(draft_dir, cfg, tensors, fmt=draft_fmt or "safetensors", **head_kwargs)
+        return target_dir, draft_dir, tensors
+
+    return build
+
+
+@pytest.fixture(autouse=True)
+def _no_hub_network(monkeypatch):
+    # Tests never reach a real hub: any accidental request goes to a closed local port.
+    monkeypatch.setenv("HF_ENDPOINT", os.environ.get("EAGLE_CONVERT_TEST_HF_ENDPOINT", "http://127.0.0.1:9"))
