@@ -113,6 +113,7 @@ class HubServer:
         self._faults: list[tuple[str, Fault]] = []  # ("drop" | "fail", fault)
         self._lock = threading.Lock()
         self._hash_cache: dict[tuple[str, int, int], tuple[str, str]] = {}
+        self._conns: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -125,15 +126,24 @@ class HubServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="hubserver", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="hubserver",
+                                        daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop listening and cut open keep-alive connections: afterwards the hub is unreachable."""
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+        with self._lock:
+            conns, self._conns = list(self._conns), set()
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self) -> HubServer:
         return self.start()
@@ -313,6 +323,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args) -> None:  # keep test output clean
         pass
+
+    def setup(self) -> None:
+        super().setup()
+        with self.hub._lock:
+            self.hub._conns.add(self.connection)
+
+    def finish(self) -> None:
+        with self.hub._lock:
+            self.hub._conns.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
+            pass
 
     # ---- plumbing ---------------------------------------------------------------------------------------------
     def _hit(self, kind: str, repo: str | None = None, file: str | None = None) -> Hit:

@@ -312,7 +312,7 @@ def _fetch_range(ref: RepoRef, path: str, offset: int, length: int, out, bar: tq
                     raise RemoteSizeMismatchError(
                         f"{ref.repo_id}/{path}: asked for bytes {first}-{last}, the server sent "
                         f"{r.headers.get('Content-Range')!r}.", "Run again; if it persists, report the server.")
-                for chunk in r.iter_bytes(1 << 20):
+                for chunk in r.iter_bytes():  # as received: a cut keeps what arrived
                     chunk = chunk[: length - got]
                     out.write(chunk)
                     got += len(chunk)
@@ -409,9 +409,11 @@ class HubSource:
         return _check_file(self.ref, rel)
 
     def local_path(self, rel: str) -> Path:
-        if cached_file(self.ref, rel) is None:
+        fetch = cached_file(self.ref, rel) is None
+        path = download(self.ref, rel, quiet=self.quiet)
+        if fetch:
             self.fetched[rel] = self.fetched.get(rel, 0) + self.size(rel)
-        return download(self.ref, rel, quiet=self.quiet)
+        return path
 
     def read_range(self, rel: str, offset: int, length: int, *, key: str | None = None) -> memoryview | bytearray:
         if key is None or not self.ranges:
@@ -419,9 +421,11 @@ class HubSource:
                 path = self.local_path(rel)
                 self._local[rel] = LocalSource(path.parent)
             return self._local[rel].read_range(Path(rel).name, offset, length)
-        if not is_cached(self.ref, rel, length, key=key):
+        fetch = not is_cached(self.ref, rel, length, key=key)
+        data = read_range(self.ref, rel, offset, length, key=key, quiet=self.quiet)
+        if fetch:
             self.fetched[rel] = self.fetched.get(rel, 0) + length
-        return read_range(self.ref, rel, offset, length, key=key, quiet=self.quiet)
+        return data
 
     def describe(self, rel: str) -> str:
         return f"hf://{self.ref.repo_id}@{self.ref.commit_sha[:12]}/{rel}"

@@ -1,0 +1,327 @@
+"""io/hub.py against the test hub: exact byte counts, caches, offline mode and every failure, in this process
+(huggingface_hub pointed at the server by `use_in_process`), plus one subprocess run for the real environment."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import sys
+
+import pytest
+import torch
+from safetensors.torch import save
+
+from eagle_convert.io import hub as H
+from hubserver import HubServer, run_json, use_in_process
+
+V, D = 1000, 256  # each shard holds about 1 MB
+SHARDS = ["model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"]
+
+
+def target_files() -> tuple[dict[str, bytes], dict[str, torch.Tensor]]:
+    g = torch.Generator().manual_seed(0)
+    t = {"model.embed_tokens.weight": torch.randn(V, D, generator=g),
+         "model.layers.0.mlp.up_proj.weight": torch.randn(V, D, generator=g),
+         "lm_head.weight": torch.randn(V, D, generator=g), "model.norm.weight": torch.ones(D)}
+    groups = [["model.embed_tokens.weight"], ["model.layers.0.mlp.up_proj.weight"], ["model.norm.weight", "lm_head.weight"]]
+    files = {shard: save({k: t[k] for k in names}) for shard, names in zip(SHARDS, groups)}
+    weight_map = {k: shard for shard, names in zip(SHARDS, groups) for k in names}
+    files["model.safetensors.index.json"] = json.dumps({"metadata": {}, "weight_map": weight_map}).encode()
+    files["config.json"] = json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": D, "vocab_size": V}).encode()
+    files["tokenizer_config.json"] = b"{}"
+    files["README.md"] = b"x" * 50_000
+    return files, t
+
+
+def header_len(data: bytes) -> int:
+    return struct.unpack("<Q", data[:8])[0]
+
+
+def tensor_span(data: bytes, name: str) -> tuple[int, int]:
+    n = header_len(data)
+    begin, end = json.loads(data[8:8 + n])[name]["data_offsets"]
+    return 8 + n + begin, end - begin
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    files, tensors = target_files()
+    with HubServer(tmp_path / "hub") as server:
+        server.add_repo("org/target", files)
+        use_in_process(monkeypatch, server, tmp_path / "hf")
+        yield server, files, tensors, tmp_path / "hf"
+
+
+def ranges_dir(home):
+    return home / "eagle-convert" / "ranges" / "models--org--target"
+
+
+def test_repo_ids_and_local_folders_win(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert H.is_repo_id("org/name") and H.is_repo_id("meta-llama/Llama-3.1-8B")
+    assert not any(map(H.is_repo_id, ["name", "a/b/c", "./a/b", "/abs/x", "org/na--me", "org/..x", "org/name."]))
+    assert H.choose_input("org/name") == H.InputChoice("hub", "org/name")
+    (tmp_path / "org" / "name").mkdir(parents=True)
+    assert H.choose_input("org/name") == H.InputChoice("local", "org/name", shadows_repo=True)
+    assert H.choose_input("missing") == H.InputChoice("local", "missing")
+
+
+def test_resolve_is_one_info_request(env):
+    server, files, _, _ = env
+    ref = H.resolve_repo("org/target")
+    assert (ref.revision, ref.commit_sha) == ("main", server.commit_sha("org/target"))
+    assert ref.files == {k: len(v) for k, v in files.items()}
+    assert [(h.kind, h.target) for h in server.requests()] == [("info", "/api/models/org/target/revision/main?blobs=true")]
+    assert server.file_bytes() == 0
+
+
+def test_small_files_are_pinned_downloads(env):
+    server, files, _, home = env
+    ref = H.resolve_repo("org/target")
+    path = H.download(ref, "config.json")
+    assert path.read_bytes() == files["config.json"]
+    assert path.parent == home / "hub" / "models--org--target" / "snapshots" / ref.commit_sha
+    assert [(h.method, h.target, h.sent) for h in server.requests("resolve")] == [
+        ("HEAD", f"/org/target/resolve/{ref.commit_sha}/config.json", 0),
+        ("GET", f"/org/target/resolve/{ref.commit_sha}/config.json", len(files["config.json"]))]
+    server.reset_counts()
+    assert H.download(ref, "config.json") == path and server.requests() == []
+
+
+def test_header_costs_8_plus_its_length_and_is_cached(env):
+    server, files, _, _ = env
+    ref = H.resolve_repo("org/target")
+    server.reset_counts()
+    shard = SHARDS[2]
+    header, data_start = H.read_safetensors_header(ref, shard)
+    n = header_len(files[shard])
+    assert data_start == 8 + n and set(header) == {"lm_head.weight", "model.norm.weight"}
+    assert [(h.range, h.status, h.sent) for h in server.requests()] == [
+        ("bytes=0-7", 206, 8), (f"bytes=8-{7 + n}", 206, n)]
+    assert server.total_bytes == 8 + n
+    server.reset_counts()
+    assert H.read_safetensors_header(ref, shard) == (header, data_start) and server.requests() == []
+
+
+def test_tensor_costs_its_bytes_then_nothing_then_works_offline(env):
+    server, files, tensors, home = env
+    ref = H.resolve_repo("org/target")
+    offset, nbytes = tensor_span(files[SHARDS[2]], "lm_head.weight")
+    server.reset_counts()
+    got = H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
+    assert bytes(got) == files[SHARDS[2]][offset:offset + nbytes]
+    assert [(h.range, h.sent) for h in server.requests()] == [(f"bytes={offset}-{offset + nbytes - 1}", nbytes)]
+    entry = ranges_dir(home) / ref.commit_sha / SHARDS[2] / "lm_head.weight"
+    assert entry.stat().st_size == nbytes and H.is_cached(ref, SHARDS[2], nbytes, key="lm_head.weight")
+    server.reset_counts()
+    assert bytes(H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")) == bytes(got)
+    offline = H.resolve_repo("org/target", offline=True)
+    assert (offline.commit_sha, offline.files, offline.from_cache) == (ref.commit_sha, ref.files, True)
+    assert bytes(H.read_range(offline, SHARDS[2], offset, nbytes, key="lm_head.weight")) == bytes(got)
+    assert server.requests() == []
+
+
+def test_checkpoint_over_a_repo_fetches_only_what_it_reads(env):
+    from eagle_convert.io.read import read_tensor
+
+    server, files, tensors, _ = env
+    inp = H.open_repo_input("org/target", role="target")
+    assert inp.commit_sha == server.commit_sha("org/target") and inp.local_dir is None
+    lm = read_tensor(inp.checkpoint, inp.checkpoint.ref("lm_head.weight"))
+    assert torch.equal(lm, tensors["lm_head.weight"])
+    n = header_len(files[SHARDS[2]])
+    small = len(files["config.json"]) + len(files["model.safetensors.index.json"])
+    assert server.bytes_by_file() == {("org/target", "config.json"): len(files["config.json"]),
+                                      ("org/target", "model.safetensors.index.json"): small - len(files["config.json"]),
+                                      ("org/target", SHARDS[2]): 8 + n + lm.numel() * 4}
+    assert server.total_bytes < lm.numel() * 4 + 8 * 1024  # the LM head plus a few KB of JSON and headers
+    assert inp.checkpoint.source.fetched == {"config.json": len(files["config.json"]),
+                                             "model.safetensors.index.json": small - len(files["config.json"]),
+                                             SHARDS[2]: 8 + n + lm.numel() * 4}
+    server.reset_counts()  # second run: one repo-info request, no file bytes
+    again = H.open_repo_input("org/target", role="target")
+    assert torch.equal(read_tensor(again.checkpoint, again.checkpoint.ref("lm_head.weight")), lm)
+    assert [h.kind for h in server.requests()] == ["info"] and again.checkpoint.source.fetched == {}
+
+
+def test_a_draft_downloads_whole_files(env):
+    from eagle_convert.io.read import read_tensor
+
+    server, files, tensors, _ = env
+    inp = H.open_repo_input("org/target", role="draft")
+    assert torch.equal(read_tensor(inp.checkpoint, inp.checkpoint.ref("model.norm.weight")), tensors["model.norm.weight"])
+    assert server.file_bytes("org/target", SHARDS[2]) == len(files[SHARDS[2]])
+    assert server.file_bytes("org/target", "README.md") == 0
+
+
+def test_offline_without_cache_names_what_is_missing(env, monkeypatch):
+    server, files, _, home = env
+    with pytest.raises(H.OfflineCacheMissError, match="org/target@main"):
+        H.resolve_repo("org/target", offline=True)
+    ref = H.resolve_repo("org/target")
+    server.reset_counts()
+    offline = H.resolve_repo("org/target", offline=True)
+    offset, nbytes = tensor_span(files[SHARDS[1]], "model.layers.0.mlp.up_proj.weight")
+    with pytest.raises(H.OfflineCacheMissError, match=SHARDS[1]) as err:
+        H.read_range(offline, SHARDS[1], offset, nbytes, key="model.layers.0.mlp.up_proj.weight")
+    assert "without --offline" in err.value.hint
+    with pytest.raises(H.OfflineCacheMissError, match="config.json"):
+        H.download(offline, "config.json")
+    from huggingface_hub import constants
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # HF_HUB_OFFLINE=1 alone is enough
+    assert H.resolve_repo("org/target").offline and H.is_offline()
+    assert server.requests() == [] and ref.commit_sha == offline.commit_sha
+
+
+def test_environment_read_at_import_in_a_subprocess(env):
+    """HF_HOME and HF_HUB_OFFLINE=1 as the CLI gets them: read by huggingface_hub at import, in a fresh process."""
+    server, files, _, home = env
+    offset, nbytes = tensor_span(files[SHARDS[2]], "lm_head.weight")
+    ref = H.resolve_repo("org/target")
+    H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
+    server.reset_counts()
+    code = f"""
+import json
+from eagle_convert.io import hub as H
+ref = H.resolve_repo("org/target")
+print(json.dumps([ref.offline, ref.commit_sha, H.cache_root().as_posix(),
+                  bytes(H.read_range(ref, "{SHARDS[2]}", {offset}, {nbytes}, key="lm_head.weight")).hex()]))
+"""
+    offline, sha, root, data = run_json(server, code, hf_home=home, offline=True)
+    assert (offline, sha, root) == (True, ref.commit_sha, (home / "eagle-convert").as_posix())
+    assert bytes.fromhex(data) == files[SHARDS[2]][offset:offset + nbytes]
+    assert server.requests() == []
+
+
+def test_unknown_repo_revision_and_file(env):
+    server, _, _, _ = env
+    with pytest.raises(H.RepoNotFoundError, match="org/nope") as err:
+        H.resolve_repo("org/nope")
+    assert "HF_TOKEN" in err.value.hint and isinstance(err.value, OSError)
+    with pytest.raises(H.RevisionNotFoundError, match="'v9'"):
+        H.resolve_repo("org/target", revision="v9")
+    ref = H.resolve_repo("org/target")
+    server.reset_counts()
+    with pytest.raises(H.RemoteFileNotFoundError, match="tokenizer.json"):
+        H.download(ref, "tokenizer.json")
+    assert server.requests() == []
+
+
+def test_gated_repo_needs_a_token(env):
+    server, files, _, _ = env
+    server.gate("org/target", tokens={"hf_good"})
+    ref = H.resolve_repo("org/target")  # info is public
+    with pytest.raises(H.GatedRepoError, match="gated") as err:
+        H.download(ref, "config.json")
+    assert "HF_TOKEN" in err.value.hint
+    offset, nbytes = tensor_span(files[SHARDS[2]], "lm_head.weight")
+    with pytest.raises(H.GatedRepoError):
+        H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
+    with pytest.raises(H.GatedRepoError):
+        H.read_range(H.resolve_repo("org/target", token="hf_bad"), SHARDS[2], offset, nbytes, key="lm_head.weight")
+    good = H.resolve_repo("org/target", token="hf_good")
+    assert bytes(H.read_range(good, SHARDS[2], offset, nbytes, key="lm_head.weight")) == \
+        files[SHARDS[2]][offset:offset + nbytes]
+    assert H.download(good, "config.json").read_bytes() == files["config.json"]
+
+
+def test_a_dropped_transfer_resumes_where_it_stopped(env):
+    server, files, _, _ = env
+    ref = H.resolve_repo("org/target")
+    offset, nbytes = tensor_span(files[SHARDS[2]], "lm_head.weight")
+    server.drop("org/target", SHARDS[2], after=100_000)
+    server.reset_counts()
+    got = H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
+    assert bytes(got) == files[SHARDS[2]][offset:offset + nbytes]
+    last = offset + nbytes - 1
+    assert [(h.range, h.sent) for h in server.requests()] == [
+        (f"bytes={offset}-{last}", 100_000), (f"bytes={offset + 100_000}-{last}", nbytes - 100_000)]
+    assert server.file_bytes() == nbytes
+
+
+def test_a_transfer_that_keeps_failing_leaves_nothing(env, monkeypatch):
+    server, files, _, home = env
+    monkeypatch.setenv("EAGLE_CONVERT_HUB_RETRIES", "2")
+    ref = H.resolve_repo("org/target")
+    offset, nbytes = tensor_span(files[SHARDS[2]], "lm_head.weight")
+    server.drop("org/target", SHARDS[2], after=0, times=None)
+    server.reset_counts()
+    with pytest.raises(H.HubNetworkError, match="lm_head|model-00003") as err:
+        H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
+    assert "Run again" in err.value.hint
+    assert len(server.requests()) == 3  # the first try and 2 retries
+    assert [p for p in ranges_dir(home).rglob("*") if p.is_file()] == []
+    server.clear_faults()
+    assert bytes(H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")) == \
+        files[SHARDS[2]][offset:offset + nbytes]
+
+
+def test_a_server_error_is_retried(env):
+    server, files, _, _ = env
+    ref = H.resolve_repo("org/target")
+    server.fail("org/target", SHARDS[0], status=503, times=1)
+    server.reset_counts()
+    assert bytes(H.read_range(ref, SHARDS[0], 0, 8, key=H.HEADER_LEN_KEY)) == files[SHARDS[0]][:8]
+    assert [h.status for h in server.requests()] == [503, 206]
+
+
+def test_bytes_that_do_not_match_the_header_size(env):
+    server, files, _, home = env
+    shard = SHARDS[2]
+    offset, nbytes = tensor_span(files[shard], "lm_head.weight")
+    truncated = files[shard][:offset + nbytes // 2]
+    server.add_repo("org/target", {shard: truncated})
+    server.lie_size("org/target", shard, len(files[shard]))  # the listing still promises the full file
+    ref = H.resolve_repo("org/target")
+    assert ref.files[shard] == len(files[shard])
+    with pytest.raises(H.RemoteSizeMismatchError, match="ended early") as err:
+        H.read_range(ref, shard, offset, nbytes, key="lm_head.weight")
+    assert "truncated" in err.value.hint
+    with pytest.raises(H.RemoteSizeMismatchError, match="416"):
+        H.read_range(ref, shard, len(truncated) + 10, 4, key="beyond")
+    with pytest.raises(H.RemoteSizeMismatchError, match="bytes"):
+        H.read_range(ref, shard, len(files[shard]) - 2, 4, key="past-the-listing")
+    with pytest.raises(H.RemoteSizeMismatchError, match="size"):
+        H.download(ref, shard)  # hf_hub_download's own check, through X-Linked-Size
+    assert [p for p in ranges_dir(home).rglob("*") if p.is_file()] == []
+
+
+def test_a_server_without_ranges_gets_the_whole_file(env):
+    server, files, _, _ = env
+    server.disable_ranges("org/target")
+    ref = H.resolve_repo("org/target")
+    offset, nbytes = tensor_span(files[SHARDS[1]], "model.layers.0.mlp.up_proj.weight")
+    got = H.read_range(ref, SHARDS[1], offset, nbytes, key="model.layers.0.mlp.up_proj.weight")
+    assert bytes(got) == files[SHARDS[1]][offset:offset + nbytes]
+    assert H.cached_file(ref, SHARDS[1]).read_bytes() == files[SHARDS[1]]
+    server.reset_counts()
+    assert bytes(H.read_range(ref, SHARDS[1], 0, 8, key=H.HEADER_LEN_KEY)) == files[SHARDS[1]][:8]
+    assert server.requests() == []  # served from the downloaded file
+
+
+def test_an_unreachable_hub_falls_back_to_the_cached_listing(env):
+    server, _, _, _ = env
+    ref = H.resolve_repo("org/target")
+    server.stop()
+    again = H.resolve_repo("org/target")
+    assert (again.commit_sha, again.from_cache, again.offline) == (ref.commit_sha, True, False)
+    with pytest.raises(H.HubNetworkError, match="org/other"):
+        H.resolve_repo("org/other")
+
+
+def test_progress_bars_on_a_terminal_only(env, monkeypatch):
+    server, files, _, _ = env
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    ref = H.resolve_repo("org/target")
+    for quiet, tty in ((False, True), (True, True), (False, False)):
+        err = Tty() if tty else io.StringIO()
+        monkeypatch.setattr(sys, "stderr", err)
+        H.read_range(ref, SHARDS[0], 0, 8, key=f"probe-{quiet}-{tty}", quiet=quiet)
+        H.read_range(ref, SHARDS[0], 0, 8, key=f"probe-{quiet}-{tty}", quiet=quiet)  # cached: no bar
+        assert (f"probe-{quiet}-{tty}" in err.getvalue()) == (tty and not quiet)
+        assert err.getvalue().count(f"probe-{quiet}-{tty}") <= 2
