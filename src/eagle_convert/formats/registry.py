@@ -29,3 +29,13 @@ def detect_layout(config: dict, names: frozenset[str]):
         if reason:
             return layout, reason
     return None, None
+
+
+def markdown_table() -> str:
+    """The README's layout table, generated from the registry (a test keeps the README in sync)."""
+    rows = ["| layout | read | write | heads | loaded by | what it is |", "|---|---|---|---|---|---|"]
+    for layout in sorted(LAYOUTS.values(), key=lambda layout: (layout.writable, layout.detect_priority)):
+        rows.append(f"| `{layout.name}` | {'yes' if layout.readable else 'no'} | {'yes' if layout.writable else 'no'} | "
+                    f"{', '.join(k.upper().replace('EAGLE', 'EAGLE-') for k in layout.kinds)} | {layout.engine} | "
+                    f"{layout.summary} |")
+    return "\n".join(rows)
