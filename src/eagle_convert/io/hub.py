@@ -141,6 +141,17 @@ def _cached_listing(repo_id: str, revision: str) -> tuple[str, dict[str, int]] |
     return sha, {k: int(v) for k, v in json.loads(tree.read_text()).items()}
 
 
+def _hf_cache_listing(repo_id: str, revision: str) -> tuple[str, dict[str, int]] | None:
+    """What huggingface_hub's own cache holds of this revision (e.g. after `hf download`): the files present."""
+    storage = Path(constants.HF_HUB_CACHE) / _repo_folder(repo_id)
+    ref_path = storage / "refs" / revision
+    sha = revision if SHA_RE.match(revision) else (ref_path.read_text().strip() if ref_path.is_file() else None)
+    snapshot = storage / "snapshots" / sha if sha else None
+    if snapshot is None or not snapshot.is_dir():
+        return None
+    return sha, {p.relative_to(snapshot).as_posix(): p.stat().st_size for p in snapshot.rglob("*") if p.is_file()}
+
+
 def resolve_repo(repo_id: str, revision: str | None = None, token: str | None = None,
                  offline: bool | None = None) -> RepoRef:
     """The commit sha of `revision` (default "main") and every file's size: one repo-info request (`?blobs=True`),
@@ -165,11 +176,11 @@ def resolve_repo(repo_id: str, revision: str | None = None, token: str | None = 
         if revision != info.sha:
             _write_atomic(ref_path, info.sha.encode())
         return RepoRef(repo_id, revision, info.sha, files, token)
-    cached = _cached_listing(repo_id, revision)
+    cached = _cached_listing(repo_id, revision) or _hf_cache_listing(repo_id, revision)
     if cached is None:
         raise OfflineCacheMissError(
-            f"Offline mode: {repo_id}@{revision} has never been resolved on this machine (nothing under "
-            f"{cache_root() / 'repos' / _repo_folder(repo_id)}).",
+            f"Offline mode: {repo_id}@{revision} is not in the cache (nothing under "
+            f"{cache_root() / 'repos' / _repo_folder(repo_id)} or {Path(constants.HF_HUB_CACHE) / _repo_folder(repo_id)}).",
             "Run once online (without --offline and HF_HUB_OFFLINE=1) to fill the cache.")
     return RepoRef(repo_id, revision, cached[0], cached[1], token, offline=True, from_cache=True)
 
@@ -206,6 +217,9 @@ def _hub_errors(repo_id: str, revision: str, what: str, *, offline: bool):
         if status >= 500:
             raise HubNetworkError(f"The Hub answered HTTP {status} for {what} of {where}.",
                                   "The Hub is having trouble: run again later.") from exc
+        if status == 401:
+            raise HubError(f"The Hub rejected the token sent for {what} of {where} (HTTP 401).",
+                           "Pass a valid token with --token or HF_TOKEN, or unset it to read public repos.") from exc
         if status == 416:
             raise RemoteSizeMismatchError(f"{what} of {where} is shorter than its listing says (HTTP 416).",
                                           "The file on the Hub is truncated or changed: report it to the repo owner.") from exc
@@ -265,6 +279,8 @@ def range_cache_path(ref: RepoRef, path: str, key: str) -> Path:
     if any(part in ("", ".", "..") for part in path.split("/")):
         raise ValueError(f"bad path in repo: {path!r}")
     name = quote(key, safe="")
+    if name.startswith("."):  # never ".", ".." or one of our hidden temporary files
+        name = "%2E" + name[1:]
     if len(name) > 200:
         name = hashlib.sha256(key.encode()).hexdigest() + ".key"
     return cache_root() / "ranges" / _repo_folder(ref.repo_id) / ref.commit_sha / path / name
