@@ -164,3 +164,15 @@ def _build_spec(kind, cfg, tensors, target_config, notes, label) -> DraftSpec:
                           "un-normed residual.", "Check where the head came from; this variant is not supported.")
     return DraftSpec(kind=EAGLE3, draft_vocab_size=draft_vocab, target_hidden_size=target_hidden,
                      aux_layer_ids=tuple(int(i) for i in aux) if aux is not None else None, **common)
+
+
+def tensor_reader(head: DraftHead):
+    """get_tensor(canonical name) for the bench runner: reads one tensor on demand; KeyError when absent."""
+    from .io.read import read_tensor
+
+    def get(name: str):
+        if name not in head.tensors:
+            raise KeyError(name)
+        return read_tensor(head.checkpoint, head.tensors[name])
+
+    return get

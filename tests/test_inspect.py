@@ -1,0 +1,72 @@
+"""inspect: detected layout and why, tensors, and each problem with the conversion that fixes it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import eagle_convert
+from eagle_convert.examples import TinyConfig
+
+from conftest import golden
+
+
+def problems(report):
+    return " | ".join(p.what for p in report.problems)
+
+
+def test_golden_llama2_release():
+    root = golden("eagle1-llama2")
+    report = eagle_convert.inspect(str(root / "draft"), str(root / "target"))
+    assert report.layout == "eagle1" and "bias" in report.layout_reason and report.kind == "eagle1"
+    text = problems(report)
+    for expected in ("No LM head", "bias=True", "fc.bias present", "max_position_embeddings is 2048", "Pickle"):
+        assert expected in text, expected
+    assert "mismatch" not in text
+    assert {t["name"] for t in report.tensors} >= {"fc.weight", "fc.bias", "embed_tokens.weight"}
+    assert all(p.fix for p in report.problems)
+
+
+def test_golden_qwen2_fp32_storage_is_flagged():
+    report = eagle_convert.inspect(str(golden("eagle1-qwen2") / "draft"))
+    assert "Stored in float32 though the config says bfloat16" in problems(report)
+
+
+def test_mismatched_target_is_flagged(pair, tmp_path):
+    target, draft, _ = pair()
+    cfg = json.loads((target / "config.json").read_text())
+    cfg["vocab_size"] = 999
+    (target / "config.json").write_text(json.dumps(cfg))
+    report = eagle_convert.inspect(str(draft), str(target))
+    assert "Vocab mismatch: head 256, target 999" in problems(report)
+
+
+def test_converted_output_is_recognised_and_clean(pair, tmp_path):
+    target, draft, _ = pair(cfg=TinyConfig(num_hidden_layers=8), kind="eagle3")
+    eagle_convert.convert(str(draft), str(target), tmp_path / "out", to="speculators")
+    report = eagle_convert.inspect(str(tmp_path / "out"), str(target))
+    assert report.layout == "speculators" and report.kind == "eagle3"
+    assert report.problems == []
+
+
+def test_unknown_tensor_is_a_problem_not_a_crash(pair, tmp_path):
+    target, draft, _ = pair(draft_fmt="safetensors")
+    from safetensors.torch import load_file, save_file
+    import torch
+
+    t = load_file(draft / "model.safetensors")
+    t["layers.0.input_layernorm.weight"] = torch.ones(64)
+    save_file(t, draft / "model.safetensors")
+    report = eagle_convert.inspect(str(draft))
+    assert "layers.0.input_layernorm.weight" in problems(report) and report.layout is None
+
+
+def test_cli_json(pair):
+    target, draft, _ = pair()
+    out = subprocess.run([sys.executable, "-m", "eagle_convert", "inspect", str(draft), "--target", str(target),
+                          "--json"], capture_output=True, text=True)
+    assert out.returncode == 0
+    data = json.loads(out.stdout)
+    assert data["layout"] == "eagle1" and data["kind"] == "eagle1"
+    assert any("No LM head" in p["problem"] for p in data["problems"])
