@@ -325,3 +325,17 @@ def test_progress_bars_on_a_terminal_only(env, monkeypatch):
         H.read_range(ref, SHARDS[0], 0, 8, key=f"probe-{quiet}-{tty}", quiet=quiet)  # cached: no bar
         assert (f"probe-{quiet}-{tty}" in err.getvalue()) == (tty and not quiet)
         assert err.getvalue().count(f"probe-{quiet}-{tty}") <= 2
+
+
+def test_offline_also_reads_huggingface_hubs_own_cache(env):
+    import shutil
+
+    server, files, _, home = env
+    from huggingface_hub import hf_hub_download
+
+    ref = H.resolve_repo("org/target")
+    hf_hub_download("org/target", "config.json")  # as `hf download org/target config.json` leaves it
+    shutil.rmtree(home / "eagle-convert")
+    offline = H.resolve_repo("org/target", offline=True)
+    assert (offline.commit_sha, offline.files) == (ref.commit_sha, {"config.json": len(files["config.json"])})
+    assert H.download(offline, "config.json").read_bytes() == files["config.json"]
