@@ -24,11 +24,13 @@ def target_files() -> tuple[dict[str, bytes], dict[str, torch.Tensor]]:
     t = {"model.embed_tokens.weight": torch.randn(V, D, generator=g),
          "model.layers.0.mlp.up_proj.weight": torch.randn(V, D, generator=g),
          "lm_head.weight": torch.randn(V, D, generator=g), "model.norm.weight": torch.ones(D)}
-    groups = [["model.embed_tokens.weight"], ["model.layers.0.mlp.up_proj.weight"], ["model.norm.weight", "lm_head.weight"]]
+    groups = [["model.embed_tokens.weight"], ["model.layers.0.mlp.up_proj.weight"],
+              ["model.norm.weight", "lm_head.weight"]]
     files = {shard: save({k: t[k] for k in names}) for shard, names in zip(SHARDS, groups)}
     weight_map = {k: shard for shard, names in zip(SHARDS, groups) for k in names}
     files["model.safetensors.index.json"] = json.dumps({"metadata": {}, "weight_map": weight_map}).encode()
-    files["config.json"] = json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": D, "vocab_size": V}).encode()
+    files["config.json"] = json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": D,
+                                       "vocab_size": V}).encode()
     files["tokenizer_config.json"] = b"{}"
     files["README.md"] = b"x" * 50_000
     return files, t
@@ -72,7 +74,8 @@ def test_resolve_is_one_info_request(env):
     ref = H.resolve_repo("org/target")
     assert (ref.revision, ref.commit_sha) == ("main", server.commit_sha("org/target"))
     assert ref.files == {k: len(v) for k, v in files.items()}
-    assert [(h.kind, h.target) for h in server.requests()] == [("info", "/api/models/org/target/revision/main?blobs=true")]
+    assert [(h.kind, h.target) for h in server.requests()] == [
+        ("info", "/api/models/org/target/revision/main?blobs=true")]
     assert server.file_bytes() == 0
 
 
@@ -150,7 +153,8 @@ def test_a_draft_downloads_whole_files(env):
 
     server, files, tensors, _ = env
     inp = H.open_repo_input("org/target", role="draft")
-    assert torch.equal(read_tensor(inp.checkpoint, inp.checkpoint.ref("model.norm.weight")), tensors["model.norm.weight"])
+    norm = read_tensor(inp.checkpoint, inp.checkpoint.ref("model.norm.weight"))
+    assert torch.equal(norm, tensors["model.norm.weight"])
     assert server.file_bytes("org/target", SHARDS[2]) == len(files[SHARDS[2]])
     assert server.file_bytes("org/target", "README.md") == 0
 

@@ -180,7 +180,8 @@ def resolve_repo(repo_id: str, revision: str | None = None, token: str | None = 
     if cached is None:
         raise OfflineCacheMissError(
             f"Offline mode: {repo_id}@{revision} is not in the cache (nothing under "
-            f"{cache_root() / 'repos' / _repo_folder(repo_id)} or {Path(constants.HF_HUB_CACHE) / _repo_folder(repo_id)}).",
+            f"{cache_root() / 'repos' / _repo_folder(repo_id)} or "
+            f"{Path(constants.HF_HUB_CACHE) / _repo_folder(repo_id)}).",
             "Run once online (without --offline and HF_HUB_OFFLINE=1) to fill the cache.")
     return RepoRef(repo_id, revision, cached[0], cached[1], token, offline=True, from_cache=True)
 
@@ -200,7 +201,8 @@ def _hub_errors(repo_id: str, revision: str, what: str, *, offline: bool):
                              "(or run `hf auth login`).") from exc
     except hf.RepositoryNotFoundError as exc:
         raise RepoNotFoundError(f"Repository {repo_id} was not found on {constants.ENDPOINT}.",
-                                "Check the spelling (org/name); if it is private, pass --token or set HF_TOKEN.") from exc
+                                "Check the spelling (org/name); if it is private, pass --token or set HF_TOKEN."
+                                ) from exc
     except hf.RevisionNotFoundError as exc:
         raise RevisionNotFoundError(f"Revision {revision!r} does not exist in {repo_id}.",
                                     "Pass an existing branch, tag or full commit sha with --revision.") from exc
@@ -208,8 +210,9 @@ def _hub_errors(repo_id: str, revision: str, what: str, *, offline: bool):
         raise RemoteFileNotFoundError(f"{what} is not in {where}.", "Check the repo id and revision.") from exc
     except (hf.LocalEntryNotFoundError, hf.OfflineModeIsEnabled) as exc:
         if offline or constants.is_offline_mode():
-            raise OfflineCacheMissError(f"Offline mode: {what} of {where} is not in the cache ({constants.HF_HUB_CACHE}).",
-                                        "Run once online (without --offline and HF_HUB_OFFLINE=1) to fetch it.") from exc
+            raise OfflineCacheMissError(
+                f"Offline mode: {what} of {where} is not in the cache ({constants.HF_HUB_CACHE}).",
+                "Run once online (without --offline and HF_HUB_OFFLINE=1) to fetch it.") from exc
         raise HubNetworkError(f"Could not reach {constants.ENDPOINT} for {what} of {where}, and it is not cached.",
                               "Check your connection (and HF_ENDPOINT), then run again.") from exc
     except hf.HfHubHTTPError as exc:
@@ -221,8 +224,9 @@ def _hub_errors(repo_id: str, revision: str, what: str, *, offline: bool):
             raise HubError(f"The Hub rejected the token sent for {what} of {where} (HTTP 401).",
                            "Pass a valid token with --token or HF_TOKEN, or unset it to read public repos.") from exc
         if status == 416:
-            raise RemoteSizeMismatchError(f"{what} of {where} is shorter than its listing says (HTTP 416).",
-                                          "The file on the Hub is truncated or changed: report it to the repo owner.") from exc
+            raise RemoteSizeMismatchError(
+                f"{what} of {where} is shorter than its listing says (HTTP 416).",
+                "The file on the Hub is truncated or changed: report it to the repo owner.") from exc
         raise HubError(f"The Hub answered HTTP {status} for {what} of {where}.",
                        "Run again later; if it persists, check your token and HF_ENDPOINT.") from exc
     except httpx2.TransportError as exc:
@@ -300,7 +304,8 @@ def _map(path: Path, length: int) -> memoryview | bytearray:
 
 
 def _retry_settings() -> tuple[int, float]:
-    return int(os.environ.get("EAGLE_CONVERT_HUB_RETRIES", "5")), float(os.environ.get("EAGLE_CONVERT_HUB_RETRY_WAIT", "1"))
+    env = os.environ
+    return int(env.get("EAGLE_CONVERT_HUB_RETRIES", "5")), float(env.get("EAGLE_CONVERT_HUB_RETRY_WAIT", "1"))
 
 
 class _RangesIgnored(Exception):
@@ -335,8 +340,8 @@ def _fetch_range(ref: RepoRef, path: str, offset: int, length: int, out, bar: tq
                     bar.update(len(chunk))
             if got < length:
                 raise RemoteSizeMismatchError(
-                    f"{ref.repo_id}/{path} (commit {ref.commit_sha[:12]}) ended early: bytes {offset}..{offset + length} "
-                    f"were needed, {got} of them arrived.",
+                    f"{ref.repo_id}/{path} (commit {ref.commit_sha[:12]}) ended early: bytes "
+                    f"{offset}..{offset + length} were needed, {got} of them arrived.",
                     "The file is shorter than its listing or safetensors header says: it is truncated or corrupt.")
         except httpx2.TransportError as exc:
             failures = 0 if got > before else failures + 1
@@ -355,8 +360,9 @@ def read_range(ref: RepoRef, path: str, offset: int, length: int, *, key: str | 
     A server that ignores Range gets the whole file downloaded (hf_hub_download) instead."""
     size = _check_file(ref, path)
     if offset < 0 or length < 0 or offset + length > size:
-        raise RemoteSizeMismatchError(f"{ref.repo_id}/{path} has {size} bytes; bytes {offset}..{offset + length} were asked.",
-                                      "The safetensors header disagrees with the file size: the file is corrupt.")
+        raise RemoteSizeMismatchError(
+            f"{ref.repo_id}/{path} has {size} bytes; bytes {offset}..{offset + length} were asked.",
+            "The safetensors header disagrees with the file size: the file is corrupt.")
     entry = range_cache_path(ref, path, key or f"@{offset}+{length}")
     if entry.is_file():
         if entry.stat().st_size == length:
@@ -368,7 +374,8 @@ def read_range(ref: RepoRef, path: str, offset: int, length: int, *, key: str | 
     if ref.offline:
         raise OfflineCacheMissError(
             f"Offline mode: {length} bytes of {path} ({key or 'range'}) of {ref.repo_id}@{ref.commit_sha[:12]} are "
-            f"not in the cache ({entry.parent}).", "Run once online (without --offline and HF_HUB_OFFLINE=1) to fetch them.")
+            f"not in the cache ({entry.parent}).",
+            "Run once online (without --offline and HF_HUB_OFFLINE=1) to fetch them.")
     entry.parent.mkdir(parents=True, exist_ok=True)
     tmp = entry.with_name(f".{entry.name}.{uuid.uuid4().hex[:8]}.tmp")
     desc = f"{path}:{key}" if key else path
@@ -458,6 +465,7 @@ def open_repo_input(repo_id: str, *, revision: str | None = None, token: str | N
     from ..resolve import InputRef
 
     ref = resolve_repo(repo_id, revision, token, offline)
-    notes = [f"{repo_id}@{ref.revision} resolved from the local cache (commit {ref.commit_sha})"] if ref.from_cache else []
+    notes = [f"{repo_id}@{ref.revision} resolved from the local cache (commit {ref.commit_sha})"
+             ] if ref.from_cache else []
     source = HubSource(ref, ranges=(role == "target"), quiet=quiet)
     return InputRef(repo_id, Checkpoint(source), None, repo_id=repo_id, commit_sha=ref.commit_sha, notes=notes)
