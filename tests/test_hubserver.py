@@ -194,7 +194,7 @@ hf_hub_download("org/model", "model.safetensors")
 """
     proc = run_python(hub, code, hf_home=tmp_path / "hf")
     assert proc.returncode != 0 and "Consistency check failed" in proc.stderr
-    assert not list((tmp_path / "hf" / "hub" / "models--org--model" / "blobs").glob("*[!.]"))
+    assert not list((tmp_path / "hf" / "hub" / "models--org--model" / "blobs").glob("*"))  # no partial blob
 
 
 def test_server_ranges_and_unknown_routes(hub):
