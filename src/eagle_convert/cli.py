@@ -147,6 +147,11 @@ def _human_convert(result) -> str:
                      f"<- {t.describe_source()}")
     read = plan.bytes_read()
     lines.append(f"tensor bytes to read: draft {read['draft']:,}, target {read['target']:,}")
+    for role, fetch in (result.fetch or {}).items():
+        lines.append(f"{role} {fetch['repo_id']}@{fetch['commit_sha'][:12]}: {fetch['bytes_to_fetch']:,} bytes to fetch "
+                     f"(planning fetched {sum(fetch['fetched_to_plan'].values()):,})")
+        lines += [f"  {i['what']} {i['file']}: {i['bytes']:,} bytes{' (cached)' if i['cached'] else ''}"
+                  for i in fetch["to_fetch"]]
     if result.out:
         lines.append(f"output: {result.out} ({', '.join(result.files)}); every tensor reloaded and verified")
     lines.append(f"serve: {plan.serve_command}")

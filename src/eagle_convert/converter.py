@@ -37,6 +37,7 @@ class ConversionResult:
     provenance: dict | None = None
     fold: FoldReport | None = None
     embedding_check: dict | None = None
+    fetch: dict | None = None  # repo inputs only: what was fetched to plan, and what converting will fetch
 
     def to_dict(self) -> dict:
         return {
@@ -50,6 +51,7 @@ class ConversionResult:
             "files": self.files,
             "fold": self.fold.to_dict() if self.fold else None,
             "embedding_check": self.embedding_check,
+            "fetch": self.fetch,
             **self.plan.to_dict(),
         }
 
@@ -86,8 +88,11 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             revision: str | None = None, target_revision: str | None = None, token: str | None = None,
             offline: bool | None = None, progress: bool = False, check_embedding: bool = False) -> ConversionResult:
     """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (see the README for every option)."""
-    draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft")
-    target_in = open_input(target, revision=target_revision, token=token, offline=offline, role="target")
+    quiet = not progress
+    # A dry run reads the draft's safetensors header by range too, so it fetches no tensor data.
+    draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft", quiet=quiet,
+                          ranges=True if dry_run else None)
+    target_in = open_input(target, revision=target_revision, token=token, offline=offline, role="target", quiet=quiet)
     if not dry_run:
         if out is None:
             raise OutputPathError("No output folder given.", "Pass -o OUT (or --dry-run to only print the plan).")
@@ -100,6 +105,7 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     _check_vocab_map(head)
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None)
     if dry_run:
+        result.fetch = fetch_plan(plan, {"draft": draft_in, "target": target_in})
         return result
     result.embedding_check = compare_embeddings(head, target_info, plan, always=check_embedding)
     _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress)
@@ -137,6 +143,32 @@ def compare_embeddings(head: DraftHead, target: TargetInfo, plan: Plan, always: 
     b = read_rows(target.checkpoint, tref, rows).to(torch.float32)
     diff = float((a - b).abs().max()) if rows else 0.0
     return {"rows_compared": len(rows), "max_abs_diff": diff, "equal": diff == 0.0}
+
+
+def fetch_plan(plan: Plan, inputs: dict[str, InputRef]) -> dict | None:
+    """For repo-id inputs: bytes already fetched to build the plan, and exactly what converting will fetch (whole
+    files for a draft, tensor byte ranges for a target), each marked cached or not. Local inputs fetch nothing."""
+    from .io.hub import HubSource, cached_file, is_cached
+
+    summary = {}
+    for role, ref in inputs.items():
+        source = ref.checkpoint.source
+        if not isinstance(source, HubSource):
+            continue
+        refs = {(src.ref.file, src.ref.name): src.ref for t in plan.tensors for src in t.sources if src.origin == role}
+        items = []
+        if role == "draft" or ref.checkpoint.weight_format == "bin":  # whole weight files
+            for rel in sorted({file for file, _ in refs} | (set(ref.checkpoint.files) if role == "draft" else set())):
+                cached = cached_file(source.ref, rel) is not None
+                items.append({"file": rel, "what": "whole file", "bytes": source.size(rel), "cached": cached})
+        else:
+            for (rel, name), tref in sorted(refs.items()):
+                cached = is_cached(source.ref, rel, tref.nbytes, key=name)
+                items.append({"file": rel, "what": f"range of {name}", "bytes": tref.nbytes, "cached": cached})
+        summary[role] = {"repo_id": ref.repo_id, "commit_sha": ref.commit_sha,
+                         "fetched_to_plan": dict(source.fetched), "to_fetch": items,
+                         "bytes_to_fetch": sum(i["bytes"] for i in items if not i["cached"])}
+    return summary or None
 
 
 def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: bool, max_shard: int,

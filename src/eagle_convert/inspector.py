@@ -42,7 +42,7 @@ class InspectReport:
 
 def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (), revision: str | None = None,
             target_revision: str | None = None, token: str | None = None, offline: bool | None = None) -> InspectReport:
-    ref = open_input(path, revision=revision, token=token, offline=offline, role="draft")
+    ref = open_input(path, revision=revision, token=token, offline=offline, role="draft", ranges=True)
     ckpt = ref.checkpoint
     tensors = [{"name": r.name, "shape": list(r.shape), "dtype": SAFETENSORS_CODES[r.dtype], "file": r.file}
                for r in ckpt.refs().values()]

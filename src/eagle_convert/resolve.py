@@ -28,7 +28,10 @@ class InputRef:
 
 
 def open_input(name: str | Path, *, revision: str | None = None, token: str | None = None,
-               offline: bool | None = None, role: str = "draft") -> InputRef:
+               offline: bool | None = None, role: str = "draft", quiet: bool = True,
+               ranges: bool | None = None) -> InputRef:
+    """A folder, or a repo id read through huggingface_hub. `ranges` (repos only): fetch tensors as byte ranges
+    (default for a target) instead of whole files (default for a draft)."""
     text = str(name)
     path = Path(text).expanduser()
     if path.is_dir():
@@ -39,7 +42,8 @@ def open_input(name: str | Path, *, revision: str | None = None, token: str | No
     if REPO_ID.match(text) and not path.exists():
         from .io.hub import open_repo_input  # imported late: huggingface_hub reads its environment at import
 
-        return open_repo_input(text, revision=revision, token=token, offline=offline, role=role)
+        return open_repo_input(text, revision=revision, token=token, offline=offline, role=role, quiet=quiet,
+                               ranges=ranges)
     if path.exists():
         raise LayoutError(f"The {role} {text} is a file, not a folder.",
                           "Pass the folder that holds config.json and the weights.")

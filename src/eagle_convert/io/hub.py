@@ -458,7 +458,7 @@ class HubSource:
 
 
 def open_repo_input(repo_id: str, *, revision: str | None = None, token: str | None = None,
-                    offline: bool | None = None, role: str = "draft", quiet: bool = False):
+                    offline: bool | None = None, role: str = "draft", quiet: bool = False, ranges: bool | None = None):
     """What resolve.open_input returns for a repo id: a Checkpoint over a HubSource (ranges for a target, whole
     files for a draft), with the commit sha for provenance."""
     from ..checkpoint import Checkpoint
@@ -467,5 +467,5 @@ def open_repo_input(repo_id: str, *, revision: str | None = None, token: str | N
     ref = resolve_repo(repo_id, revision, token, offline)
     notes = [f"{repo_id}@{ref.revision} resolved from the local cache (commit {ref.commit_sha})"
              ] if ref.from_cache else []
-    source = HubSource(ref, ranges=(role == "target"), quiet=quiet)
+    source = HubSource(ref, ranges=(role == "target") if ranges is None else ranges, quiet=quiet)
     return InputRef(repo_id, Checkpoint(source), None, repo_id=repo_id, commit_sha=ref.commit_sha, notes=notes)
