@@ -1,0 +1,347 @@
+"""`run_bench`: acceptance and speed of a draft head on its target, the only part of the runner that does I/O.
+
+Each prompt is a conversation. Turn by turn, the user message is appended, the conversation is tokenized (chat
+template or raw text), speculative decoding answers it, and, unless `baseline=False`, plain decoding of the target
+answers the same tokens again. The speculative answer is appended as the assistant's message, so later MT-bench turns
+are conditioned on the model's own earlier answers; the baseline sees the same conversation, so both always decode
+the same input.
+
+Lossless check (greedy, with a baseline): in float32 the two token sequences must be identical, otherwise
+`VerificationError` is raised after the run with the full report attached as `.report`. In bf16/fp16 a verify pass
+over k+1 tokens and a one-token decode step round differently, so near-ties may flip: the first divergence is reported.
+At temperature > 0 the two runs draw different random numbers, so only the distribution is lossless (see
+speculate.py); no token comparison is made.
+
+`BenchReport.to_dict()` schema (version 1), all times in seconds:
+  schema_version: 1
+  settings: {target, draft_kind, k, max_new_tokens, temperature, seed, device, dtype, chat_template (bool: used),
+             aux_layer_ids, baseline, num_prompts}
+  overall:  acceptance (see below), generated_tokens, wall_time_s, tokens_per_s,
+            baseline_generated_tokens, baseline_wall_time_s, baseline_tokens_per_s, speedup  (baseline_* and speedup
+            are null without a baseline)
+  lossless: {mode: "exact" | "first_divergence" | "not_checked", identical: bool | null,
+             diverged_prompts: [prompt ids]}
+  prompts:  [{id, num_turns, prompt_tokens: [per turn], acceptance, generated_tokens, wall_time_s, tokens_per_s,
+             baseline_generated_tokens, baseline_wall_time_s, baseline_tokens_per_s, speedup,
+             first_divergence: null | {turn, index, speculative, baseline} (token ids; null past a sequence's end),
+             output_token_ids: [per turn, the speculative answer]}]
+  acceptance = {k, histogram, drafts, drafted, accepted, mean_acceptance_length (tau), acceptance_rate,
+                per_position_rates}  (metrics.py; ratios are null when no verify round ran)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import torch
+from safetensors import safe_open
+
+from eagle_convert.errors import EagleConvertError, ShapeMismatchError, VerificationError
+from eagle_convert.runner.chat import ChatTokenizer
+from eagle_convert.runner.heads import aux_layer_ids_for, build_draft_head
+from eagle_convert.runner.metrics import AcceptanceStats, merge_stats
+from eagle_convert.runner.model import TargetModel
+from eagle_convert.runner.speculate import plain_generate, speculative_generate
+from eagle_convert.spec import DraftSpec
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+          "float16": torch.float16, "fp16": torch.float16}
+
+
+class PromptFileError(EagleConvertError, ValueError):
+    """A prompts file that is not JSONL of {"question_id", "turns": [...]} or {"prompt": ...} objects."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    turns: tuple[str, ...]
+
+
+# A small built-in set, written for this project, one or two per MT-bench category; two are two-turn conversations.
+BUILTIN_PROMPTS = (
+    Prompt("writing", ("Write a short travel blog post about a weekend in a coastal town, with one paragraph on the "
+                       "food and one on the people you met.", "Rewrite your post so that every sentence starts "
+                       "with the letter A.")),
+    Prompt("roleplay", ("You are a lighthouse keeper in 1890. Describe your evening routine to a visiting child.",)),
+    Prompt("reasoning", ("Anna is taller than Ben. Ben is taller than Carl. Dana is shorter than Carl. Who is the "
+                         "second shortest? Explain step by step.",)),
+    Prompt("math", ("A train travels 180 km in 2 hours and then 120 km in 1.5 hours. What is its average speed for "
+                    "the whole trip? Show your work.", "If it then returns the whole way at 100 km/h, what is the "
+                    "average speed for the round trip?")),
+    Prompt("coding", ("Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring "
+                      "and two doctests.",)),
+    Prompt("extraction", ("List every city and year mentioned in this text as JSON: 'The congress met in Vienna in "
+                          "1814, moved to Paris in 1815 and ended in London two years later.'",)),
+    Prompt("stem", ("Explain why the sky is blue, then explain why sunsets are red, for a high-school student.",)),
+    Prompt("humanities", ("Summarise the main causes of the French Revolution in five bullet points.",)),
+)
+
+
+def load_prompts(path: str | Path) -> list[Prompt]:
+    """JSONL: MT-bench lines {"question_id": ..., "turns": [...]} or {"prompt": "..."} (id: "id" or the line number)."""
+    prompts = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            turns = item["turns"] if "turns" in item else [item["prompt"]]
+            if not turns or not all(isinstance(t, str) for t in turns):
+                raise ValueError("turns must be a non-empty list of strings")
+        except (ValueError, KeyError, TypeError) as error:
+            raise PromptFileError(f"{path}, line {number}: not a prompt ({error}).",
+                                  'Each line must be {"question_id": ..., "turns": ["..."]} or {"prompt": "..."}.')
+        prompts.append(Prompt(str(item.get("question_id", item.get("id", number))), tuple(turns)))
+    if not prompts:
+        raise PromptFileError(f"{path} holds no prompts.", "Give a JSONL file with one prompt object per line.")
+    return prompts
+
+
+def resolve_device_dtype(device: str, dtype: str | torch.dtype) -> tuple[torch.device, torch.dtype]:
+    """"auto" device: CUDA when present; "auto" dtype: bf16 on CUDA, fp32 on CPU."""
+    device = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
+                          "cpu" if device == "auto" else device)
+    if isinstance(dtype, torch.dtype):
+        return device, dtype
+    if dtype == "auto":
+        return device, torch.bfloat16 if device.type == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; use auto, {', '.join(DTYPES)}")
+    return device, DTYPES[dtype]
+
+
+def load_target(target_path: str | Path, *, dtype: torch.dtype, device, aux_layer_ids=()) -> TargetModel:
+    """A local HF folder: config.json plus model.safetensors or shards listed in model.safetensors.index.json."""
+    target_path = Path(target_path)
+    config = json.loads((target_path / "config.json").read_text())
+    index = target_path / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text())["weight_map"]
+    elif (target_path / "model.safetensors").is_file():
+        weight_map = None
+    else:
+        raise FileNotFoundError(f"{target_path} has no model.safetensors or model.safetensors.index.json")
+    with contextlib.ExitStack() as stack:
+        handles = {}
+
+        def get_tensor(name: str) -> torch.Tensor:
+            file = weight_map[name] if weight_map is not None else "model.safetensors"  # KeyError when absent
+            if file not in handles:
+                handles[file] = stack.enter_context(safe_open(target_path / file, framework="pt"))
+            return handles[file].get_tensor(name)
+
+        return TargetModel(config, get_tensor, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids)
+
+
+def _check_pair(spec: DraftSpec, target: TargetModel):
+    cfg = target.config
+    target_hidden = spec.target_hidden_size if spec.is_eagle3 and spec.target_hidden_size else spec.hidden_size
+    if spec.vocab_size != cfg.vocab_size or target_hidden != cfg.hidden_size:
+        raise ShapeMismatchError(
+            f"The draft expects a target with vocab {spec.vocab_size} and hidden size {target_hidden}; this target "
+            f"has vocab {cfg.vocab_size} and hidden size {cfg.hidden_size}.",
+            "Bench the head against the target it was trained for.")
+
+
+def _first_divergence(spec_turns: list[list[int]], base_turns: list[list[int]]) -> dict | None:
+    for turn, (a, b) in enumerate(zip(spec_turns, base_turns)):
+        for index in range(max(len(a), len(b))):
+            x, y = (a[index] if index < len(a) else None), (b[index] if index < len(b) else None)
+            if x != y:
+                return {"turn": turn, "index": index, "speculative": x, "baseline": y}
+    return None
+
+
+def _rate(tokens: int | None, seconds: float | None) -> float | None:
+    return tokens / seconds if tokens is not None and seconds else None
+
+
+@dataclass
+class PromptReport:
+    id: str
+    prompt_tokens: list[int]
+    stats: AcceptanceStats
+    output_token_ids: list[list[int]]
+    wall_time_s: float
+    baseline_output_token_ids: list[list[int]] | None = None
+    baseline_wall_time_s: float | None = None
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(map(len, self.output_token_ids))
+
+    @property
+    def baseline_generated_tokens(self) -> int | None:
+        return None if self.baseline_output_token_ids is None else sum(map(len, self.baseline_output_token_ids))
+
+    @property
+    def first_divergence(self) -> dict | None:
+        if self.baseline_output_token_ids is None:
+            return None
+        return _first_divergence(self.output_token_ids, self.baseline_output_token_ids)
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "num_turns": len(self.prompt_tokens), "prompt_tokens": self.prompt_tokens,
+                "acceptance": self.stats.to_dict(),
+                **_speed(self.generated_tokens, self.wall_time_s, self.baseline_generated_tokens,
+                         self.baseline_wall_time_s),
+                "first_divergence": self.first_divergence, "output_token_ids": self.output_token_ids}
+
+
+def _speed(tokens, seconds, base_tokens, base_seconds) -> dict:
+    spec_rate, base_rate = _rate(tokens, seconds), _rate(base_tokens, base_seconds)
+    return {"generated_tokens": tokens, "wall_time_s": seconds, "tokens_per_s": spec_rate,
+            "baseline_generated_tokens": base_tokens, "baseline_wall_time_s": base_seconds,
+            "baseline_tokens_per_s": base_rate,
+            "speedup": spec_rate / base_rate if spec_rate and base_rate else None}
+
+
+@dataclass
+class BenchReport:
+    settings: dict
+    prompts: list[PromptReport] = field(default_factory=list)
+
+    @property
+    def stats(self) -> AcceptanceStats:
+        return merge_stats((p.stats for p in self.prompts), self.settings["k"])
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        return self.stats.mean_acceptance_length
+
+    @property
+    def lossless(self) -> dict:
+        checked = self.settings["baseline"] and self.settings["temperature"] == 0
+        mode = "not_checked" if not checked else "exact" if self.settings["dtype"] == "float32" else "first_divergence"
+        diverged = [p.id for p in self.prompts if checked and p.first_divergence is not None]
+        return {"mode": mode, "identical": (not diverged) if checked else None, "diverged_prompts": diverged}
+
+    def to_dict(self) -> dict:
+        baseline = self.settings["baseline"]
+        overall = {"acceptance": self.stats.to_dict(), **_speed(
+            sum(p.generated_tokens for p in self.prompts), sum(p.wall_time_s for p in self.prompts),
+            sum(p.baseline_generated_tokens for p in self.prompts) if baseline else None,
+            sum(p.baseline_wall_time_s for p in self.prompts) if baseline else None)}
+        return {"schema_version": 1, "settings": self.settings, "overall": overall, "lossless": self.lossless,
+                "prompts": [p.to_dict() for p in self.prompts]}
+
+
+def _timed(device: torch.device, run: Callable):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    result = run()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return result, time.perf_counter() - start
+
+
+def _without_eos(tokens: list[int], eos: Sequence[int]) -> list[int]:
+    return tokens[:-1] if tokens and tokens[-1] in eos else tokens
+
+
+def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: Callable[[str], torch.Tensor], *,
+              k: int = 3, max_new_tokens: int = 256, prompts: str | Path | Iterable[Prompt | str] | None = None,
+              temperature: float = 0.0, seed: int = 0, device: str = "auto", dtype: str | torch.dtype = "auto",
+              chat_template: str = "auto", baseline: bool = True, progress: bool = True) -> BenchReport:
+    """Bench `draft_spec` + `draft_get_tensor` (canonical names, KeyError when absent) on the target at `target_path`.
+    `prompts`: None for the built-in set, a JSONL path, or Prompt objects / strings. `chat_template`: "auto" (the
+    target's template when it has one, else raw text) or "none"."""
+    if chat_template not in ("auto", "none"):
+        raise ValueError(f"chat_template must be 'auto' or 'none', got {chat_template!r}")
+    if temperature < 0:
+        raise ValueError("temperature must be >= 0")
+    device, dtype = resolve_device_dtype(device, dtype)
+    if prompts is None:
+        prompts = list(BUILTIN_PROMPTS)
+    elif isinstance(prompts, (str, Path)):
+        prompts = load_prompts(prompts)
+    else:
+        prompts = [p if isinstance(p, Prompt) else Prompt(str(i), (p,)) for i, p in enumerate(prompts, start=1)]
+    tokenizer = ChatTokenizer.from_dir(target_path)
+    use_template = chat_template == "auto" and tokenizer.chat_template is not None
+    eos = tokenizer.eos_token_ids
+
+    config = json.loads((Path(target_path) / "config.json").read_text())
+    aux_ids = aux_layer_ids_for(draft_spec, config["num_hidden_layers"])
+    target = load_target(target_path, dtype=dtype, device=device, aux_layer_ids=aux_ids)
+    _check_pair(draft_spec, target)
+    head = build_draft_head(draft_spec, draft_get_tensor, target_embedding=target.embed_weight,
+                            target_lm_head=target.lm_head_weight, dtype=dtype, device=device)
+
+    def encode(messages: list[dict]) -> list[int]:
+        if use_template:
+            return tokenizer.encode_chat(messages)
+        return tokenizer.encode_text("\n\n".join(m["content"] for m in messages))
+
+    spec_rng = torch.Generator(device).manual_seed(seed)
+    base_rng = torch.Generator(device).manual_seed(seed + 1)
+    decode = dict(temperature=temperature, eos_ids=eos)
+    # Warm-up outside the clock: the first forwards pay for allocation and kernel selection.
+    warm_ids = encode([{"role": "user", "content": prompts[0].turns[0]}])
+    warm = dict(max_new_tokens=min(8, max_new_tokens), temperature=temperature, eos_ids=eos,
+                generator=torch.Generator(device).manual_seed(seed))
+    speculative_generate(target, head, warm_ids, k=k, **warm)
+    if baseline:
+        plain_generate(target, warm_ids, **warm)
+
+    report = BenchReport(settings={
+        "target": str(target_path), "draft_kind": draft_spec.kind, "k": k, "max_new_tokens": max_new_tokens,
+        "temperature": temperature, "seed": seed, "device": str(device), "dtype": str(dtype).removeprefix("torch."),
+        "chat_template": use_template, "aux_layer_ids": list(aux_ids), "baseline": baseline,
+        "num_prompts": len(prompts)})
+    bar = _progress(prompts, enabled=progress)
+    for prompt in bar:
+        messages, prompt_tokens, rounds, outputs, base_outputs = [], [], [], [], []
+        spec_time = base_time = 0.0
+        for turn in prompt.turns:
+            messages.append({"role": "user", "content": turn})
+            ids = encode(messages)
+            prompt_tokens.append(len(ids))
+            result, seconds = _timed(device, lambda: speculative_generate(
+                target, head, ids, k=k, max_new_tokens=max_new_tokens, generator=spec_rng, **decode))
+            spec_time += seconds
+            rounds += result.accepted_per_round
+            outputs.append(result.tokens)
+            if baseline:
+                tokens, seconds = _timed(device, lambda: plain_generate(
+                    target, ids, max_new_tokens=max_new_tokens, generator=base_rng, **decode))
+                base_time += seconds
+                base_outputs.append(tokens)
+            messages.append({"role": "assistant", "content": tokenizer.decode(_without_eos(result.tokens, eos))})
+        report.prompts.append(PromptReport(
+            prompt.id, prompt_tokens, AcceptanceStats.from_accepted(k, rounds), outputs, spec_time,
+            base_outputs if baseline else None, base_time if baseline else None))
+        if hasattr(bar, "set_postfix"):
+            bar.set_postfix(tau=f"{report.mean_acceptance_length:.2f}")
+
+    lossless = report.lossless
+    if lossless["mode"] == "exact" and not lossless["identical"]:
+        first = next(p for p in report.prompts if p.first_divergence is not None)
+        error = VerificationError(
+            f"Speculative decoding changed the output in float32: prompt {first.id!r} diverges from plain greedy "
+            f"decoding at {first.first_divergence} ({len(lossless['diverged_prompts'])} of {len(report.prompts)} "
+            "prompts differ).",
+            "The head cannot cause this. Either the target's top two logits nearly tie there (a (k+1)-token verify "
+            "and a one-token step sum in different orders), or the runner has a bug: please report it with the prompt "
+            "and both checkpoints.")
+        error.report = report
+        raise error
+    return report
+
+
+def _progress(items: list, enabled: bool):
+    if not enabled:
+        return items
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is a dependency, but a bar is not worth failing for
+        return items
+    return tqdm(items, desc="bench", unit="prompt", file=sys.stderr)
