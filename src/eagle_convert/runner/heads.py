@@ -17,10 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError
-from eagle_convert.runner.model import (
-    GetTensor, RotaryTable, TargetOutput, as_positions, cast_reader, load_attention, load_mlp, rms_norm, rope_from_hf,
-    rope_inv_freq,
+from eagle_convert.runner.layers import (
+    GetTensor, RotaryTable, as_positions, cast_reader, load_attention, load_mlp, rms_norm, rope_inv_freq,
 )
+from eagle_convert.runner.model import TargetOutput, rope_from_hf
 from eagle_convert.spec import DraftSpec, default_aux_layer_ids
 
 

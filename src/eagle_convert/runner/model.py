@@ -1,9 +1,7 @@
 """A compact Llama-family target model (llama, mistral, qwen2, qwen3) for the bench runner, in the style of gpt-fast.
 
-Weights are plain tensors read by HF name through `get_tensor`; there is no nn.Module tree. Each attention layer owns a
-static KV cache written *by position*: a verify pass writes k+1 rows, and rejecting some of them needs no cleanup,
-because the next pass overwrites those positions before any query can see them (the causal mask only admits keys at
-positions <= the query's). Rollback is therefore just the caller choosing the next position.
+Weights are plain tensors read by HF name through `get_tensor`; each attention layer owns a static KV cache written by
+position (see layers.py), so rolling back rejected drafts is just the caller choosing the next position.
 
 `TargetModel.forward` returns what EAGLE needs besides the logits: the final post-norm hidden state (EAGLE-1's
 feature, HF `hidden_states[-1]`) and the concatenated inputs of the aux layers (EAGLE-3's feature, HF
@@ -12,16 +10,16 @@ feature, HF `hidden_states[-1]`) and the concatenated inputs of the aux layers (
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import UnsupportedModelError
-
-GetTensor = Callable[[str], torch.Tensor]
+from eagle_convert.runner.layers import (
+    Attention, GetTensor, Mlp, RotaryTable, as_positions, cast_reader, load_attention, load_mlp, rms_norm, rope_inv_freq,
+)
 
 # model_type -> the HF architecture class names we implement for it.
 SUPPORTED_ARCHITECTURES: dict[str, tuple[str, ...]] = {
@@ -125,161 +123,6 @@ def _sliding_windows(model_type: str, config: dict, layers: int) -> tuple[int | 
         ]
         return tuple(window if t == "sliding_attention" else None for t in types)
     return (None,) * layers
-
-
-def rope_inv_freq(head_dim: int, theta: float, scaling: dict | None) -> torch.Tensor:
-    """Inverse frequencies exactly as transformers computes them (float32, same operation order)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
-    if scaling is None:
-        return inv_freq
-    factor = scaling["factor"]
-    if scaling["rope_type"] == "linear":
-        return inv_freq / factor
-    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
-    old_context = scaling["original_max_position_embeddings"]
-    wavelen = 2 * math.pi / inv_freq
-    scaled = torch.where(wavelen > old_context / low, inv_freq / factor, inv_freq)
-    smooth = (old_context / wavelen - low) / (high - low)
-    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-    is_medium = ~(wavelen < old_context / high) * ~(wavelen > old_context / low)
-    return torch.where(is_medium, smoothed, scaled)
-
-
-class RotaryTable:
-    """cos/sin rows per position, computed in float32 and grown on demand."""
-
-    def __init__(self, inv_freq: torch.Tensor, dtype: torch.dtype, device: torch.device | str):
-        self.inv_freq = inv_freq.to(device)
-        self.dtype = dtype
-        self.cos = self.sin = torch.empty(0, 2 * len(inv_freq), dtype=dtype, device=device)
-
-    def __call__(self, positions: torch.Tensor, end: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if end > len(self.cos):
-            freqs = torch.arange(max(end, 2 * len(self.cos)), device=self.inv_freq.device).float()[:, None] * self.inv_freq
-            emb = torch.cat((freqs, freqs), dim=-1)
-            self.cos, self.sin = emb.cos().to(self.dtype), emb.sin().to(self.dtype)
-        return self.cos[positions], self.sin[positions]
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # Same order of operations as HF's LlamaRMSNorm, so half-precision runs round the same way.
-    x32 = x.float()
-    return weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-
-
-class KVCache:
-    """Keys/values of one attention layer, indexed by absolute position; capacity doubles when a write needs it."""
-
-    def __init__(self, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device | str, capacity=256):
-        self.k = torch.zeros(1, num_kv_heads, capacity, head_dim, dtype=dtype, device=device)
-        self.v = torch.zeros_like(self.k)
-
-    def write(self, positions: torch.Tensor, end: int, k: torch.Tensor, v: torch.Tensor):
-        """Store k/v [1, kv_heads, T, d] at `positions`; return all keys/values at positions < end."""
-        capacity = self.k.shape[2]
-        if end > capacity:
-            grown = max(end, 2 * capacity)
-            self.k = torch.cat([self.k, self.k.new_zeros(*self.k.shape[:2], grown - capacity, self.k.shape[3])], 2)
-            self.v = torch.cat([self.v, self.v.new_zeros(*self.v.shape[:2], grown - capacity, self.v.shape[3])], 2)
-        self.k.index_copy_(2, positions, k)
-        self.v.index_copy_(2, positions, v)
-        return self.k[:, :, :end], self.v[:, :, :end]
-
-
-@dataclass
-class Attention:
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
-    o: torch.Tensor
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    cache: KVCache
-    q_bias: torch.Tensor | None = None
-    k_bias: torch.Tensor | None = None
-    v_bias: torch.Tensor | None = None
-    o_bias: torch.Tensor | None = None
-    q_norm: torch.Tensor | None = None
-    k_norm: torch.Tensor | None = None
-    eps: float = 1e-6
-    sliding_window: int | None = None
-
-    def __call__(self, x: torch.Tensor, positions: torch.Tensor, end: int, rope: RotaryTable) -> torch.Tensor:
-        """x [1, T, in] at `positions` (ascending, last = end - 1) -> [1, T, hidden]; writes this layer's cache."""
-        tokens = x.shape[1]
-        q = F.linear(x, self.q, self.q_bias).view(1, tokens, self.num_heads, self.head_dim)
-        k = F.linear(x, self.k, self.k_bias).view(1, tokens, self.num_kv_heads, self.head_dim)
-        v = F.linear(x, self.v, self.v_bias).view(1, tokens, self.num_kv_heads, self.head_dim)
-        if self.q_norm is not None:
-            q, k = rms_norm(q, self.q_norm, self.eps), rms_norm(k, self.k_norm, self.eps)
-        cos, sin = rope(positions, end)
-        q = apply_rope(q.transpose(1, 2), cos, sin)
-        k = apply_rope(k.transpose(1, 2), cos, sin)
-        keys, values = self.cache.write(positions, end, k, v.transpose(1, 2))
-        key_positions = torch.arange(end, device=x.device)
-        mask = key_positions[None, :] <= positions[:, None]
-        if self.sliding_window is not None:
-            mask &= key_positions[None, :] > positions[:, None] - self.sliding_window
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
-        return F.linear(out.transpose(1, 2).reshape(1, tokens, -1), self.o, self.o_bias)
-
-
-@dataclass
-class Mlp:
-    gate: torch.Tensor
-    up: torch.Tensor
-    down: torch.Tensor
-    gate_bias: torch.Tensor | None = None
-    up_bias: torch.Tensor | None = None
-    down_bias: torch.Tensor | None = None
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = F.silu(F.linear(x, self.gate, self.gate_bias)) * F.linear(x, self.up, self.up_bias)
-        return F.linear(hidden, self.down, self.down_bias)
-
-
-def load_attention(get, prefix: str, *, num_heads, num_kv_heads, head_dim, dtype, device, qkv_bias=False,
-                   o_bias=False, qk_norm=False, eps=1e-6, sliding_window=None) -> Attention:
-    """Attention weights under `{prefix}self_attn.`; `get` is a get_tensor already casting to dtype/device."""
-    p = f"{prefix}self_attn."
-    return Attention(
-        q=get(p + "q_proj.weight"), k=get(p + "k_proj.weight"), v=get(p + "v_proj.weight"), o=get(p + "o_proj.weight"),
-        num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
-        cache=KVCache(num_kv_heads, head_dim, dtype, device),
-        q_bias=get(p + "q_proj.bias") if qkv_bias else None,
-        k_bias=get(p + "k_proj.bias") if qkv_bias else None,
-        v_bias=get(p + "v_proj.bias") if qkv_bias else None,
-        o_bias=get(p + "o_proj.bias") if o_bias else None,
-        q_norm=get(p + "q_norm.weight") if qk_norm else None,
-        k_norm=get(p + "k_norm.weight") if qk_norm else None,
-        eps=eps, sliding_window=sliding_window,
-    )
-
-
-def load_mlp(get, prefix: str, bias: bool = False) -> Mlp:
-    p = f"{prefix}mlp."
-    biases = [get(p + f"{n}_proj.bias") if bias else None for n in ("gate", "up", "down")]
-    return Mlp(get(p + "gate_proj.weight"), get(p + "up_proj.weight"), get(p + "down_proj.weight"), *biases)
-
-
-def cast_reader(get_tensor: GetTensor, dtype: torch.dtype, device) -> GetTensor:
-    return lambda name: get_tensor(name).to(device=device, dtype=dtype)
-
-
-def as_positions(positions: torch.Tensor | Sequence[int], device) -> tuple[torch.Tensor, int]:
-    """Flat int64 positions and `end` = last position + 1 (positions are ascending and contiguous in every caller).
-    A `range` costs no device round trip; a device tensor costs one sync to read its last value."""
-    if isinstance(positions, range):
-        return torch.arange(positions.start, positions.stop, device=device), positions.stop
-    positions = torch.as_tensor(positions, dtype=torch.int64, device=device).reshape(-1)
-    return positions, int(positions[-1]) + 1
 
 
 @dataclass

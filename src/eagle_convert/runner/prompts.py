@@ -1,0 +1,60 @@
+"""Benchmark prompts: a small built-in set written for this project, and JSONL files in the MT-bench layout
+({"question_id", "turns": [...]}, later turns answered in context) or {"prompt": "..."} lines."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from eagle_convert.errors import EagleConvertError
+
+
+class PromptFileError(EagleConvertError, ValueError):
+    """A prompts file that is not JSONL of {"question_id", "turns": [...]} or {"prompt": ...} objects."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    turns: tuple[str, ...]
+
+
+# A small built-in set, written for this project, one or two per MT-bench category; two are two-turn conversations.
+BUILTIN_PROMPTS = (
+    Prompt("writing", ("Write a short travel blog post about a weekend in a coastal town, with one paragraph on the "
+                       "food and one on the people you met.", "Rewrite your post so that every sentence starts "
+                       "with the letter A.")),
+    Prompt("roleplay", ("You are a lighthouse keeper in 1890. Describe your evening routine to a visiting child.",)),
+    Prompt("reasoning", ("Anna is taller than Ben. Ben is taller than Carl. Dana is shorter than Carl. Who is the "
+                         "second shortest? Explain step by step.",)),
+    Prompt("math", ("A train travels 180 km in 2 hours and then 120 km in 1.5 hours. What is its average speed for "
+                    "the whole trip? Show your work.", "If it then returns the whole way at 100 km/h, what is the "
+                    "average speed for the round trip?")),
+    Prompt("coding", ("Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring "
+                      "and two doctests.",)),
+    Prompt("extraction", ("List every city and year mentioned in this text as JSON: 'The congress met in Vienna in "
+                          "1814, moved to Paris in 1815 and ended in London two years later.'",)),
+    Prompt("stem", ("Explain why the sky is blue, then explain why sunsets are red, for a high-school student.",)),
+    Prompt("humanities", ("Summarise the main causes of the French Revolution in five bullet points.",)),
+)
+
+
+def load_prompts(path: str | Path) -> list[Prompt]:
+    """JSONL: MT-bench lines {"question_id": ..., "turns": [...]} or {"prompt": "..."} (id: "id" or the line number)."""
+    prompts = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            turns = item["turns"] if "turns" in item else [item["prompt"]]
+            if not turns or not all(isinstance(t, str) for t in turns):
+                raise ValueError("turns must be a non-empty list of strings")
+        except (ValueError, KeyError, TypeError) as error:
+            raise PromptFileError(f"{path}, line {number}: not a prompt ({error}).",
+                                  'Each line must be {"question_id": ..., "turns": ["..."]} or {"prompt": "..."}.')
+        prompts.append(Prompt(str(item.get("question_id", item.get("id", number))), tuple(turns)))
+    if not prompts:
+        raise PromptFileError(f"{path} holds no prompts.", "Give a JSONL file with one prompt object per line.")
+    return prompts
