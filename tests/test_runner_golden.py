@@ -66,6 +66,10 @@ def test_draft_single_pass(golden):
     assert torch.equal(head.to_target_ids(head_argmax), expected["draft.argmax_ids"])
     if golden["spec"].is_eagle3:
         assert torch.equal(head_argmax, expected["draft.argmax_draft_ids"])
+    # the drafting loop's shortcut: the same rows again (rewriting the same cache positions), LM head on the last only
+    last = head(inputs["draft_input_ids"], head.target_feature(run_prompt(target, golden)), inputs["positions"][0],
+                from_target=True, last_logits_only=True)
+    close(last.logits, expected["draft.logits"][:, -1:])
 
 
 def test_chain_and_verify(golden):

@@ -74,7 +74,9 @@ class DraftHead:
         raise NotImplementedError
 
     def forward(self, token_ids: torch.Tensor, features: torch.Tensor, positions: torch.Tensor | Sequence[int], *,
-                from_target: bool) -> DraftOutput:
+                from_target: bool, last_logits_only: bool = False) -> DraftOutput:
+        """token_ids [1, T] (target ids), features [1, T, F] at ascending contiguous positions. Drafting needs only
+        the last row's logits: `last_logits_only` skips the LM head on the others (a V x H product per row)."""
         raise NotImplementedError
 
     def __call__(self, *args, **kwargs) -> DraftOutput:
@@ -99,13 +101,14 @@ class Eagle1Head(DraftHead):
         return out.hidden
 
     @torch.inference_mode()
-    def forward(self, token_ids, features, positions, *, from_target: bool) -> DraftOutput:
+    def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False) -> DraftOutput:
         positions, end = as_positions(positions, self.device)
         embedded = F.embedding(token_ids.to(self.device), self.embed_weight)
         x = F.linear(torch.cat([embedded, features.to(self.dtype)], dim=-1), self.fc, self.fc_bias)
         y = x + self.attention(x, positions, end, self.rope)
         predicted = y + self.mlp(rms_norm(y, self.post_norm, self.spec.rms_norm_eps))
-        return DraftOutput(logits=F.linear(predicted, self.lm_head), hidden=predicted, fc_out=x)
+        logits = F.linear(predicted[:, -1:] if last_logits_only else predicted, self.lm_head)
+        return DraftOutput(logits=logits, hidden=predicted, fc_out=x)
 
 
 class Eagle3Head(DraftHead):
@@ -139,7 +142,7 @@ class Eagle3Head(DraftHead):
         return out.aux
 
     @torch.inference_mode()
-    def forward(self, token_ids, features, positions, *, from_target: bool) -> DraftOutput:
+    def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False) -> DraftOutput:
         positions, end = as_positions(positions, self.device)
         eps = self.spec.rms_norm_eps
         features = features.to(self.dtype)
@@ -148,7 +151,7 @@ class Eagle3Head(DraftHead):
         attn_in = torch.cat([rms_norm(embedded, self.input_norm, eps), rms_norm(g, self.hidden_norm, eps)], dim=-1)
         u = g + self.attention(attn_in, positions, end, self.rope)
         o = u + self.mlp(rms_norm(u, self.post_norm, eps))
-        logits = F.linear(rms_norm(o, self.norm, eps), self.lm_head)
+        logits = F.linear(rms_norm(o[:, -1:] if last_logits_only else o, self.norm, eps), self.lm_head)
         return DraftOutput(logits=logits, hidden=o, fc_out=g if from_target else None)
 
 

@@ -128,7 +128,7 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
         return result
     # Head context: row i = (target feature i, token i+1) at position i; the last row pairs f_{n-1} with `last`.
     head_tokens = torch.cat([prompt[0, 1:], last.view(1)]).view(1, -1)
-    head_out = head(head_tokens, head.target_feature(out), range(n), from_target=True)
+    head_out = head(head_tokens, head.target_feature(out), range(n), from_target=True, last_logits_only=True)
     position = n  # position of `last`, the newest emitted token, which the target has not seen yet
     while True:
         draft_ids, draft_probs = draft_chain(head, head_out, position, k, vocab_size=vocab,
@@ -147,7 +147,8 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
         # token one position later: the accepted drafts and then next_token.
         last = torch.tensor(new, dtype=torch.int64, device=device)
         features = head.target_feature(checked)[:, : accepted + 1]
-        head_out = head(last.view(1, -1), features, range(position, position + accepted + 1), from_target=True)
+        head_out = head(last.view(1, -1), features, range(position, position + accepted + 1), from_target=True,
+                        last_logits_only=True)
         last = last[-1]
         position += accepted + 1
 
