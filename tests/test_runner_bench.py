@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from eagle_convert.errors import VerificationError
+from eagle_convert.errors import MissingTensorError, VerificationError
 from eagle_convert.runner import bench as bench_module
 from eagle_convert.runner.bench import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts, run_bench
 from eagle_convert.runner.chat import ChatTokenizer
@@ -138,6 +138,10 @@ def test_mismatched_pair_is_refused():
         run_bench(GOLDEN / "eagle1-llama3" / "target", spec, strict_getter(tensors), prompts=["t1"], **QUIET)
 
 
-def test_target_loader_reads_shards():
+def test_target_loader_reads_shards_and_names_a_missing_tensor(tmp_path):
     target = bench_module.load_target(GOLDEN / "eagle1-llama3" / "target", dtype=torch.float32, device="cpu")
     assert target.config.num_hidden_layers == 4
+    config, weights = memoryless_target(seed=0)
+    del weights["model.norm.weight"]
+    with pytest.raises(MissingTensorError, match="model.norm.weight"):
+        bench_module.load_target(write_target_dir(tmp_path / "t", config, weights), dtype=torch.float32, device="cpu")

@@ -71,6 +71,18 @@ def test_matches_transformers(name):
     torch.testing.assert_close(torch.cat([p.aux for p in pieces], 1), full.aux, **tol)
 
 
+def test_cache_grows_past_its_initial_capacity():
+    """The per-layer cache starts at 256 positions and doubles; positions beyond it must still match transformers."""
+    config = tiny_config("qwen2", num_hidden_layers=1)
+    weights = random_target_weights(config, 5)
+    ours = TargetModel(config, strict_getter(weights))
+    ids = torch.randint(0, config["vocab_size"], (1, 300), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        expected = hf_model(config, weights)(ids).logits
+    pieces = [ours(ids[:, :250], range(250)), ours(ids[:, 250:260], range(250, 260)), ours(ids[:, 260:], range(260, 300))]
+    torch.testing.assert_close(torch.cat([p.logits for p in pieces], 1), expected, atol=2e-5, rtol=1e-5)
+
+
 def test_last_logits_only():
     config = CASES["llama"]
     model = TargetModel(config, strict_getter(random_target_weights(config, 0)))

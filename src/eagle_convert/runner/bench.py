@@ -42,7 +42,7 @@ from typing import Callable, Iterable, Sequence
 import torch
 from safetensors import safe_open
 
-from eagle_convert.errors import ShapeMismatchError, VerificationError
+from eagle_convert.errors import MissingTensorError, ShapeMismatchError, VerificationError
 from eagle_convert.runner.chat import ChatTokenizer
 from eagle_convert.runner.heads import aux_layer_ids_for, build_draft_head
 from eagle_convert.runner.metrics import AcceptanceStats, merge_stats
@@ -76,14 +76,18 @@ def load_target(target_path: str | Path, *, dtype: torch.dtype, device, aux_laye
     if index.is_file():
         weight_map = json.loads(index.read_text())["weight_map"]
     elif (target_path / "model.safetensors").is_file():
-        weight_map = None
+        with safe_open(target_path / "model.safetensors", framework="pt") as f:
+            weight_map = dict.fromkeys(f.keys(), "model.safetensors")
     else:
         raise FileNotFoundError(f"{target_path} has no model.safetensors or model.safetensors.index.json")
     with contextlib.ExitStack() as stack:
         handles = {}
 
         def get_tensor(name: str) -> torch.Tensor:
-            file = weight_map[name] if weight_map is not None else "model.safetensors"  # KeyError when absent
+            if name not in weight_map:
+                raise MissingTensorError(f"The target {target_path} has no tensor {name}.",
+                                         "The target checkpoint is incomplete, or its layout is not a Llama-family one.")
+            file = weight_map[name]
             if file not in handles:
                 handles[file] = stack.enter_context(safe_open(target_path / file, framework="pt"))
             return handles[file].get_tensor(name)
