@@ -145,11 +145,11 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
             return result
         # Extend the head with the target's features at positions position..position+accepted, each paired with the
         # token one position later: the accepted drafts and then next_token.
-        last = torch.tensor(new, dtype=torch.int64, device=device)
+        new_ids = torch.tensor([new], dtype=torch.int64, device=device)
         features = head.target_feature(checked)[:, : accepted + 1]
-        head_out = head(last.view(1, -1), features, range(position, position + accepted + 1), from_target=True,
+        head_out = head(new_ids, features, range(position, position + accepted + 1), from_target=True,
                         last_logits_only=True)
-        last = last[-1]
+        last = new_ids[0, -1]
         position += accepted + 1
 
 
