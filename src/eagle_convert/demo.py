@@ -48,12 +48,22 @@ def run_demo(workdir: str | None = None, echo: Callable[[str], None] | None = pr
 
         raw = bench(str(target_dir), str(draft_dir), k=k, max_new_tokens=24, prompts=DEMO_PROMPTS, progress=False)
         conv = bench(str(target_dir), str(out_dir), k=k, max_new_tokens=24, prompts=DEMO_PROMPTS, progress=False)
-        say(f"5. bench (k={k}): raw head tau={raw.overall.tau:.3f}, converted tau={conv.overall.tau:.3f} "
-            f"(ideal {k + 1}); speculative output identical to plain greedy: {conv.lossless}")
-        summary = {"workdir": str(root), "inspect_problems": [p.what for p in report.problems],
-                   "converted": str(out_dir), "tensors_checked": checked, "tau_raw": raw.overall.tau,
-                   "tau_converted": conv.overall.tau, "lossless": conv.lossless, "serve": result.plan.serve_command}
+        say(f"5. bench (k={k}): raw head tau={raw.mean_acceptance_length:.3f}, converted "
+            f"tau={conv.mean_acceptance_length:.3f} (ideal {k + 1}); output identical to plain greedy decoding: "
+            f"{conv.lossless['identical']}")
+        other_dir, wrong_dir = root / "another-model", root / "converted-with-wrong-lm-head"
+        make_target(other_dir, DEMO_CONFIG, seed=7, zero_attention=True)  # same shapes, different weights
+        convert(str(draft_dir), str(other_dir), wrong_dir, to="vllm-v0", force=True)
+        wrong = bench(str(target_dir), str(wrong_dir), k=k, max_new_tokens=24, prompts=DEMO_PROMPTS, progress=False)
+        say(f"6. the same head converted against another model (wrong LM head spliced in): loads fine, but "
+            f"tau={wrong.mean_acceptance_length:.3f}; `bench --min-acceptance-length 1.3` would fail it (exit 3)")
+        summary = {"workdir": str(root), "tau_wrong_lm_head": wrong.mean_acceptance_length, "inspect_problems": [p.what for p in report.problems],
+                   "converted": str(out_dir), "tensors_checked": checked, "tau_raw": raw.mean_acceptance_length,
+                   "tau_converted": conv.mean_acceptance_length, "lossless": conv.lossless["identical"],
+                   "serve": result.plan.serve_command}
         say(f"serve it with: {result.plan.serve_command}")
+        if not workdir:
+            say("(the example lived in a temporary folder, now removed; pass --workdir DIR to keep it)")
         return summary
 
 

@@ -31,7 +31,6 @@ speculate.py); no token comparison is made.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import time
@@ -40,9 +39,10 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import torch
-from safetensors import safe_open
-
+from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError, VerificationError
+from eagle_convert.io.read import read_tensor
+from eagle_convert.io.source import LocalSource
 from eagle_convert.runner.chat import ChatTokenizer
 from eagle_convert.runner.heads import aux_layer_ids_for, build_draft_head
 from eagle_convert.runner.metrics import AcceptanceStats, merge_stats
@@ -69,30 +69,17 @@ def resolve_device_dtype(device: str, dtype: str | torch.dtype) -> tuple[torch.d
 
 
 def load_target(target_path: str | Path, *, dtype: torch.dtype, device, aux_layer_ids=()) -> TargetModel:
-    """A local HF folder: config.json plus model.safetensors or shards listed in model.safetensors.index.json."""
-    target_path = Path(target_path)
-    config = json.loads((target_path / "config.json").read_text())
-    index = target_path / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map = json.loads(index.read_text())["weight_map"]
-    elif (target_path / "model.safetensors").is_file():
-        with safe_open(target_path / "model.safetensors", framework="pt") as f:
-            weight_map = dict.fromkeys(f.keys(), "model.safetensors")
-    else:
-        raise FileNotFoundError(f"{target_path} has no model.safetensors or model.safetensors.index.json")
-    with contextlib.ExitStack() as stack:
-        handles = {}
+    """A local HF folder, read through the converter's checkpoint index: single or sharded safetensors, or `.bin`
+    shards (weights_only), one tensor at a time."""
+    ckpt = Checkpoint(LocalSource(target_path))
 
-        def get_tensor(name: str) -> torch.Tensor:
-            if name not in weight_map:
-                raise MissingTensorError(f"The target {target_path} has no tensor {name}.",
-                                         "The target checkpoint is incomplete, or its layout is not a Llama-family one.")
-            file = weight_map[name]
-            if file not in handles:
-                handles[file] = stack.enter_context(safe_open(target_path / file, framework="pt"))
-            return handles[file].get_tensor(name)
+    def get_tensor(name: str) -> torch.Tensor:
+        if not ckpt.has(name):
+            raise MissingTensorError(f"The target {target_path} has no tensor {name}.",
+                                     "The target checkpoint is incomplete, or its layout is not a Llama-family one.")
+        return read_tensor(ckpt, ckpt.ref(name))
 
-        return TargetModel(config, get_tensor, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids)
+    return TargetModel(ckpt.config, get_tensor, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids)
 
 
 def _check_pair(spec: DraftSpec, target: TargetModel):

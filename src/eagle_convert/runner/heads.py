@@ -94,8 +94,10 @@ class Eagle1Head(DraftHead):
         super().__init__(spec, get_tensor, target_embedding, dtype, device)
         self.fc = self._get("fc.weight")
         self.fc_bias = self._get("fc.bias") if spec.fc_bias else None
-        # Always the target's head: a spliced `lm_head.weight` in a converted layout is a copy of it.
-        self.lm_head = target_lm_head.to(device=self.device, dtype=dtype)
+        # The LM head an engine would use: a converted layout's spliced `lm_head.weight` (vllm-v0) when present, so a
+        # wrong splice shows up as lost acceptance; otherwise the target's, as the EAGLE reference does.
+        own = _optional(get_tensor, "lm_head.weight")
+        self.lm_head = (own if own is not None else target_lm_head).to(device=self.device, dtype=dtype)
 
     def target_feature(self, out: TargetOutput) -> torch.Tensor:
         return out.hidden

@@ -1,0 +1,94 @@
+"""The `eagle-convert bench` command: a thin shell over `eagle_convert.bench`, plus the CI gate (exit code 3)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+EXIT_GATE = 3
+
+
+def _fmt(value, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+@click.command()
+@click.option("--target", "-t", required=True, help="Target model folder (the whole model runs).")
+@click.option("--draft", "-d", required=True, help="Draft head: any layout convert reads or writes (folder or repo id).")
+@click.option("-k", "--num-speculative-tokens", "k", default=3, show_default=True, type=click.IntRange(1, 64))
+@click.option("--max-new-tokens", default=256, show_default=True, type=click.IntRange(1))
+@click.option("--prompts", type=click.Path(exists=True, dir_okay=False),
+              help='JSONL: MT-bench {"question_id", "turns": [...]} or {"prompt": "..."} (default: a built-in set).')
+@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(0), help="0 = greedy.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
+@click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float16", "float32"]), default="auto",
+              show_default=True, help="auto = bf16 on CUDA, fp32 on CPU.")
+@click.option("--chat-template", type=click.Choice(["auto", "none"]), default="auto", show_default=True)
+@click.option("--no-baseline", is_flag=True, help="Skip plain decoding (no speedup, no lossless check).")
+@click.option("--min-acceptance-length", type=float, help="Exit with code 3 when τ is below this (a CI gate).")
+@click.option("--threads", type=click.IntRange(1), help="torch CPU threads (default: torch's choice).")
+@click.option("--drop", multiple=True, metavar="PATTERN", help="Ignore draft tensors matching this glob.")
+@click.option("--json", "as_json", is_flag=True, help="The full report (documented schema) on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, no_baseline,
+          min_acceptance_length, threads, drop, as_json, quiet):
+    """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
+    from ..api import bench as run
+    from ..cli import handle_errors
+
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+    @handle_errors
+    def go(as_json=as_json):
+        return run(target, draft, k=k, max_new_tokens=max_new_tokens, prompts=prompts, temperature=temperature,
+                   seed=seed, device=device, dtype=dtype, chat_template=chat_template, baseline=not no_baseline,
+                   progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop)
+
+    report = go(as_json=as_json)
+    data = report.to_dict()
+    tau = data["overall"]["acceptance"]["mean_acceptance_length"]
+    gate_failed = min_acceptance_length is not None and (tau is None or tau < min_acceptance_length)
+    if as_json:
+        data["gate"] = {"min_acceptance_length": min_acceptance_length, "passed": not gate_failed}
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(human_report(data))
+    if gate_failed:
+        click.echo(f"error: mean acceptance length τ = {_fmt(tau)} is below --min-acceptance-length "
+                   f"{min_acceptance_length}. A τ near 1 on a real pair usually means a broken conversion (wrong LM "
+                   "head, swapped fc halves, dropped fc bias, wrong RoPE base, missing d2t, wrong aux layers or chat "
+                   "template): run `eagle-convert inspect` on the head.", err=True)
+        sys.exit(EXIT_GATE)
+
+
+def human_report(data: dict) -> str:
+    s = data["settings"]
+    lines = [f"bench: {s['draft_kind'].upper()} head on {s['target']} — k={s['k']}, {s['dtype']} on {s['device']}, "
+             f"temperature {s['temperature']}, chat template {'on' if s['chat_template'] else 'off'}",
+             f"{'prompt':<12} {'drafts':>6} {'drafted':>7} {'accepted':>8} {'tau':>6} {'rate':>6} {'tokens':>6} "
+             f"{'tok/s':>8} {'base tok/s':>10} {'speedup':>7}"]
+
+    def row(name: str, acc: dict, p: dict) -> str:
+        return (f"{name:<12} {acc['drafts']:>6} {acc['drafted']:>7} {acc['accepted']:>8} "
+                f"{_fmt(acc['mean_acceptance_length']):>6} {_fmt(acc['acceptance_rate']):>6} {p['generated_tokens']:>6} "
+                f"{_fmt(p['tokens_per_s'], '.1f'):>8} {_fmt(p['baseline_tokens_per_s'], '.1f'):>10} "
+                f"{_fmt(p['speedup'], '.2f'):>7}")
+
+    for p in data["prompts"]:
+        lines.append(row(str(p["id"])[:12], p["acceptance"], p))
+    overall = data["overall"]
+    lines.append(row("overall", overall["acceptance"], overall))
+    rates = overall["acceptance"]["per_position_rates"]
+    lines.append("per-position acceptance: " + (" ".join(f"{_fmt(r)}" for r in rates) if rates else "-"))
+    ll = data["lossless"]
+    lines.append({"exact": "lossless: speculative output identical to plain greedy decoding (fp32)",
+                  "first_divergence": f"lossless: {'identical' if ll['identical'] else 'diverged in ' + str(ll['diverged_prompts'])} "
+                                      "(half precision: near-ties may flip; see first_divergence in --json)",
+                  "not_checked": "lossless: not checked (sampling or --no-baseline)"}[ll["mode"]])
+    return "\n".join(lines)
