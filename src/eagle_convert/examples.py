@@ -1,8 +1,8 @@
 """Tiny, offline example checkpoints in the exact released layouts: a Llama/Qwen2 target and EAGLE-1/EAGLE-3 heads.
 
 Used by `eagle-convert demo`, the tests and the benchmarks. `agree=True` builds a head that provably predicts what its
-target will say: a one-layer target whose attention output is zero (o_proj = 0) is a function of the current token
-only, and an EAGLE-1 head whose fc passes the embedding through, whose attention is zeroed the same way and which
+target will say: a target whose attention outputs are zero (o_proj = 0) and whose MLPs after the first are zero
+(down_proj = 0) is a function of the current token only, at the full cost of its depth, and an EAGLE-1 head whose fc passes the embedding through, whose attention is zeroed the same way and which
 copies that layer's MLP and post-attention norm reproduces the target's pre-norm state; with an all-ones final norm
 (a positive rescaling) the argmax through the shared LM head is the target's own."""
 
@@ -71,8 +71,10 @@ def target_tensors(cfg: TinyConfig, seed: int = 0, zero_attention: bool = False)
             p + "mlp.down_proj.weight": _rand(g, h, i, scale=0.2),
             p + "input_layernorm.weight": _norm(g, h), p + "post_attention_layernorm.weight": _norm(g, h),
         })
-        if zero_attention:
+        if zero_attention:  # attention output zero everywhere, MLPs after the first zero: a function of the token
             t[p + "self_attn.o_proj.weight"].zero_()
+            if n > 0:
+                t[p + "mlp.down_proj.weight"].zero_()
         if cfg.model_type == "qwen2":
             for proj, width in (("q", h), ("k", kv), ("v", kv)):
                 t[p + f"self_attn.{proj}_proj.bias"] = _rand(g, width, scale=0.1)
