@@ -1,0 +1,815 @@
+"""Train an EAGLE-1 draft head for a Llama-family target on CPU, the EAGLE-paper way, and save it in the released
+SafeAILab layout (issue 7).
+
+  python scripts/train_eagle_head.py --target /work/real/smollm2 --out /work/real/eagle1-smollm2 \
+      --work /work/real/train --gen-minutes 24 --train-minutes 30
+
+Stages (each cached under --work, so a rerun resumes where it stopped):
+ 1. data: the target answers our own prompt set (scripts/real_prompts.py; 1/3 of the conversations get a second turn
+    conditioned on the target's own first answer), greedy, with continuous batching (a finished row is refilled at
+    once). The target's final post-norm hidden state (HF `output_hidden_states[-1]`) at every position is kept from
+    the same passes that generate the tokens: prompt rows from the prefill, answer rows from the decode steps, so the
+    features are exactly those of one teacher-forced pass over the final sequence, without paying for a second pass.
+    The held-out evaluation prompts (scripts/data/real_eval_prompts.jsonl) are answered too, for the learning curve only.
+ 2. train: row i pairs feature f_i with token t_{i+1}; the head predicts f_{i+1}. Loss = w_reg * smoothL1(f^, f) +
+    w_ce * CE(lm_head(f^), target's greedy token) over answer rows, with uniform noise on the input features, and an
+    unrolled multi-step loss (EAGLE-3's training-time test): step s feeds the head's own predicted feature back, and
+    its rows attend to the true-feature rows up to the draft's start plus their own earlier steps, exactly the
+    context the chain has at inference. AdamW, warmup + cosine decay over a wall-clock budget, bf16 autocast.
+    Initialisation: fc = [0 ; I] (feature pass-through) + noise, the decoder layer from the target's last layer.
+ 3. save: pytorch_model.bin (fp32, flat dict, no `model.` prefix) + SafeAILab config.json, plus training_log.json.
+
+Offline metrics printed along the way (held-out answers, teacher-forced): top-1 agreement of the first draft with the
+target's greedy token, and the "every-position chain tau" at k = 1..5 (a chain started after every answer token,
+accepted prefix counted as in greedy verification); `eagle-convert bench` measures the real thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors import safe_open
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import real_prompts  # noqa: E402
+
+# ----------------------------------------------------------------------------------------------------------- target
+
+
+def log(*args):
+    print(time.strftime("%H:%M:%S"), *args, flush=True)
+
+
+class BatchedTarget:
+    """A batched Llama forward with a slotted static KV cache (one slot per conversation in flight), for generation.
+    Returns post-norm hidden states; logits are the caller's (lm_head = tied embedding or lm_head.weight)."""
+
+    def __init__(self, target_dir: str, dtype=torch.float32):
+        cfg = json.load(open(os.path.join(target_dir, "config.json")))
+        self.cfg = cfg
+        if cfg.get("model_type") != "llama":
+            raise SystemExit(f"this trainer implements llama targets; got {cfg.get('model_type')!r}")
+        self.H = cfg["hidden_size"]
+        self.nh = cfg["num_attention_heads"]
+        self.nkv = cfg.get("num_key_value_heads") or self.nh
+        self.hd = cfg.get("head_dim") or self.H // self.nh
+        self.L = cfg["num_hidden_layers"]
+        self.eps = cfg.get("rms_norm_eps", 1e-6)
+        rope = cfg.get("rope_parameters") or {}
+        self.theta = float(cfg.get("rope_theta") or rope.get("rope_theta") or 10000.0)
+        if (cfg.get("rope_scaling") or {}).get("rope_type", "default") not in ("default", None):
+            raise SystemExit("rope scaling is not implemented in this trainer")
+        self.dtype = dtype
+        files = [f for f in os.listdir(target_dir) if f.endswith(".safetensors")]
+        t = {}
+        for name in files:
+            with safe_open(os.path.join(target_dir, name), "pt") as f:
+                for k in f.keys():
+                    t[k] = f.get_tensor(k)
+        g = lambda k: t[k].to(dtype)  # noqa: E731
+        self.embed = t["model.embed_tokens.weight"].float()  # fp32 master copy (the head's frozen embedding)
+        self.lm_head = (t["lm_head.weight"] if "lm_head.weight" in t and not cfg.get("tie_word_embeddings") else
+                        t["model.embed_tokens.weight"]).float()
+        self.embed_c, self.lm_head_c = self.embed.to(dtype), self.lm_head.to(dtype)
+        self.norm = g("model.norm.weight")
+        self.layers = []
+        for i in range(self.L):
+            p = f"model.layers.{i}."
+            qkv = torch.cat([g(p + "self_attn.q_proj.weight"), g(p + "self_attn.k_proj.weight"),
+                             g(p + "self_attn.v_proj.weight")])
+            gu = torch.cat([g(p + "mlp.gate_proj.weight"), g(p + "mlp.up_proj.weight")])
+            self.layers.append((g(p + "input_layernorm.weight"), qkv, g(p + "self_attn.o_proj.weight"),
+                                g(p + "post_attention_layernorm.weight"), gu, g(p + "mlp.down_proj.weight")))
+        self.raw = t  # for the head's initialisation
+        inv = 1.0 / (self.theta ** (torch.arange(0, self.hd, 2, dtype=torch.int64).float() / self.hd))
+        self.inv_freq = inv
+
+    def rope(self, positions: torch.Tensor):
+        freqs = positions.float()[..., None] * self.inv_freq
+        emb = torch.cat([freqs, freqs], -1)
+        return emb.cos().to(self.dtype), emb.sin().to(self.dtype)
+
+    def new_cache(self, slots: int, capacity: int):
+        shape = (slots, self.nkv, capacity, self.hd)
+        return [(torch.zeros(shape, dtype=self.dtype), torch.zeros(shape, dtype=self.dtype)) for _ in range(self.L)]
+
+    @staticmethod
+    def _rms(x, w, eps):
+        x32 = x.float()
+        return w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+    @torch.inference_mode()
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, cache, kv_len: int):
+        """ids/positions [B, T] for cache slots [B]; every row's earlier positions are cached. Keys are read up to
+        kv_len (> every position). Returns post-norm hidden [B, T, H] (compute dtype)."""
+        B, T = ids.shape
+        h = F.embedding(ids, self.embed_c)
+        cos, sin = self.rope(positions)  # [B, T, hd]
+        cos, sin = cos[:, None], sin[:, None]
+        half = self.hd // 2
+        kpos = torch.arange(kv_len)
+        mask = (kpos[None, None, :] <= positions[:, :, None])[:, None]  # [B, 1, T, kv_len]
+        all_slots = B == cache[0][0].shape[0] and bool((slots == torch.arange(B)).all())
+        bidx = slots[:, None].expand(B, T)
+        for (w_in, qkv, o, w_post, gu, down), (ck, cv) in zip(self.layers, cache):
+            x = self._rms(h, w_in, self.eps)
+            q, k, v = F.linear(x, qkv).split([self.nh * self.hd, self.nkv * self.hd, self.nkv * self.hd], -1)
+            q = q.view(B, T, self.nh, self.hd).transpose(1, 2)
+            k = k.view(B, T, self.nkv, self.hd).transpose(1, 2)
+            v = v.view(B, T, self.nkv, self.hd).transpose(1, 2)
+            q = q * cos + torch.cat([-q[..., half:], q[..., :half]], -1) * sin
+            k = k * cos + torch.cat([-k[..., half:], k[..., :half]], -1) * sin
+            ck[bidx, :, positions] = k.transpose(1, 2)
+            cv[bidx, :, positions] = v.transpose(1, 2)
+            keys = ck[:, :, :kv_len] if all_slots else ck[slots, :, :kv_len]
+            vals = cv[:, :, :kv_len] if all_slots else cv[slots, :, :kv_len]
+            a = F.scaled_dot_product_attention(q, keys, vals, attn_mask=mask, enable_gqa=True)
+            h = h + F.linear(a.transpose(1, 2).reshape(B, T, -1), o)
+            x = self._rms(h, w_post, self.eps)
+            gate, up = F.linear(x, gu).chunk(2, -1)
+            h = h + F.linear(F.silu(gate) * up, down)
+        return self._rms(h, self.norm, self.eps)
+
+
+# ------------------------------------------------------------------------------------------------------------- data
+
+
+@dataclass
+class Sample:
+    tokens: torch.Tensor  # [L] int64
+    features: torch.Tensor  # [L - 1, H] float32: f_p for every position the target was fed
+    answer: torch.Tensor  # [L] bool: token p was produced by the target (greedy) -> a training label
+    conv: int = -1  # index of the conversation it answers
+
+
+def load_samples(path: str) -> list[Sample]:
+    return [Sample(**d) for d in torch.load(path, weights_only=True)]
+
+
+class Tok:
+    def __init__(self, target_dir):
+        from transformers import AutoTokenizer
+        self.tok = AutoTokenizer.from_pretrained(target_dir)
+        gen = json.load(open(os.path.join(target_dir, "generation_config.json")))
+        eos = gen.get("eos_token_id", self.tok.eos_token_id)
+        self.eos = set(eos if isinstance(eos, list) else [eos])
+        if self.tok.eos_token_id is not None:
+            self.eos.add(self.tok.eos_token_id)
+
+    def prompt_ids(self, turns: list[str], answers: list[str]) -> list[int]:
+        msgs = []
+        for i, u in enumerate(turns):
+            msgs.append({"role": "user", "content": u})
+            if i < len(answers):
+                msgs.append({"role": "assistant", "content": answers[i]})
+        text = self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return self.tok(text, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids):
+        return self.tok.decode([i for i in ids if i not in self.eos], skip_special_tokens=True)
+
+
+def generate_data(target: BatchedTarget, tok: Tok, conversations: list[list[str]], *, batch: int, max_new: int,
+                  minutes: float, temperature: float = 0.0, seed: int = 0, label: str = "") -> list[Sample]:
+    """Continuous-batching greedy generation. Conversations with two user turns are answered twice: the second prompt
+    contains the target's own first answer (re-rendered by the chat template, as the bench does), and only the full
+    two-turn sequence is kept (its first turn is a prefix). Stops taking new work after `minutes`; rows still in
+    flight are kept as truncated samples."""
+    gen = torch.Generator().manual_seed(seed)
+    capacity = 2 * max_new + 400
+    cache = target.new_cache(batch, capacity)
+    queue = [(ci, 0, []) for ci in range(len(conversations))]  # (conversation, turn, earlier answers)
+    queue.reverse()
+    slot = [None] * batch  # dict per active slot
+    samples: list[Sample] = []
+    t0 = time.perf_counter()
+    produced = 0
+    last_log = t0
+
+    def finish(s, truncated=False):
+        conv = conversations[s["ci"]]
+        tokens = s["prompt"] + s["gen"]
+        feats = torch.cat(s["feats"])[: len(tokens) - 1].float()
+        answer = torch.zeros(len(tokens), dtype=torch.bool)
+        answer[len(s["prompt"]):] = True
+        for start, n in s["earlier_spans"]:
+            answer[start:start + n] = True
+        if not truncated and s["turn"] + 1 < len(conv):
+            # queue the next turn, carrying the answer spans that stay valid in the re-rendered prompt
+            answers = s["answers"] + [tok.decode(s["gen"])]
+            queue.append((s["ci"], s["turn"] + 1, answers, s["earlier_spans"] + [(len(s["prompt"]), len(s["gen"]))],
+                          s["gen"]))
+            return
+        samples.append(Sample(torch.tensor(tokens), feats, answer, s["ci"]))
+
+    def start(b):
+        while queue:
+            item = queue.pop()
+            ci, turn, answers = item[:3]
+            prompt = tok.prompt_ids(conversations[ci][: turn + 1], answers)
+            spans = []
+            if turn:
+                prev_spans, prev_gen = item[3], item[4]
+                start_, n = prev_spans[-1]
+                # keep the previous answer's label span only where re-tokenisation reproduced the generated ids
+                if prompt[start_:start_ + n] == prev_gen:
+                    spans = prev_spans
+                else:
+                    spans = prev_spans[:-1]
+            if len(prompt) + max_new + 1 > capacity:
+                continue
+            ids = torch.tensor([prompt])
+            h = target.forward(ids, torch.arange(len(prompt))[None], torch.tensor([b]), cache, len(prompt))
+            logits = F.linear(h[0, -1:], target.lm_head_c).float()
+            nxt = pick(logits)[0]
+            slot[b] = {"ci": ci, "turn": turn, "answers": answers, "prompt": prompt, "gen": [int(nxt)],
+                       "feats": [h[0].float()], "earlier_spans": spans, "pos": len(prompt)}
+            return True
+        slot[b] = None
+        return False
+
+    def pick(logits):
+        if temperature == 0:
+            return logits.argmax(-1)
+        return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen)[:, 0]
+
+    accepting = True
+    for b in range(batch):
+        start(b)
+    while any(s is not None for s in slot):
+        active = [b for b in range(batch) if slot[b] is not None]
+        if accepting and time.perf_counter() - t0 > minutes * 60:
+            accepting = False
+            queue.clear()
+            log(f"{label}time budget reached: harvesting {len(active)} rows in flight")
+            for b in active:
+                finish(slot[b], truncated=True)
+                slot[b] = None
+            break
+        # every slot runs (an idle one decodes a dummy token at position 0): no cache gathering, one batched pass
+        ids = torch.tensor([[slot[b]["gen"][-1] if slot[b] else 0] for b in range(batch)])
+        pos = torch.tensor([[slot[b]["pos"] if slot[b] else 0] for b in range(batch)])
+        kv_len = int(pos.max()) + 1
+        h = target.forward(ids, pos, torch.arange(batch), cache, kv_len)  # [B, 1, H]
+        logits = F.linear(h[:, 0], target.lm_head_c).float()
+        nxt = pick(logits).tolist()
+        produced += len(active)
+        for b in active:
+            j = b
+            s = slot[b]
+            s["feats"].append(h[j].float())
+            s["pos"] += 1
+            s["gen"].append(nxt[j])
+            if nxt[j] in tok.eos or len(s["gen"]) >= max_new:
+                finish(s)
+                start(b)
+        now = time.perf_counter()
+        if now - last_log > 60:
+            last_log = now
+            log(f"{label}generated {produced} tokens in {now - t0:.0f}s ({produced / (now - t0):.0f} tok/s), "
+                f"{len(samples)} samples done, {len(queue)} queued, {len(active)} active")
+    dt = time.perf_counter() - t0
+    log(f"{label}done: {produced} generated tokens in {dt:.0f}s ({produced / max(dt, 1e-9):.0f} tok/s), "
+        f"{len(samples)} samples")
+    return samples
+
+
+# ------------------------------------------------------------------------------------------------------------- head
+
+
+def rms(x, w, eps):
+    x32 = x.float()
+    return w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+class Eagle1Head(nn.Module):
+    """x = fc([E(t) ; f]) + b; y = x + Attn(x); f^ = y + MLP(RMS_post(y)); logits = lm_head(f^)."""
+
+    def __init__(self, H, nh, nkv, hd, inter, eps, theta, embed, lm_head):
+        super().__init__()
+        self.H, self.nh, self.nkv, self.hd, self.eps = H, nh, nkv, hd, eps
+        self.fc = nn.Linear(2 * H, H, bias=True)
+        self.q_proj = nn.Linear(H, nh * hd, bias=False)
+        self.k_proj = nn.Linear(H, nkv * hd, bias=False)
+        self.v_proj = nn.Linear(H, nkv * hd, bias=False)
+        self.o_proj = nn.Linear(nh * hd, H, bias=False)
+        self.post_norm = nn.Parameter(torch.ones(H))
+        self.gate_proj = nn.Linear(H, inter, bias=False)
+        self.up_proj = nn.Linear(H, inter, bias=False)
+        self.down_proj = nn.Linear(inter, H, bias=False)
+        self.register_buffer("embed", embed, persistent=False)
+        self.register_buffer("lm_head", lm_head, persistent=False)
+        self.inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+
+    def rope(self, T):
+        freqs = torch.arange(T).float()[:, None] * self.inv_freq
+        emb = torch.cat([freqs, freqs], -1)
+        return emb.cos(), emb.sin()
+
+    @staticmethod
+    def apply_rope(x, cos, sin):
+        half = x.shape[-1] // 2
+        return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+    def unrolled(self, tokens_next, feats, steps: int, noise: float = 0.0):
+        """tokens_next [B, T] (row p: token p+1), feats [B, T, H] (row p: target feature p).
+        Returns predicted features per step, each [B, T, H]: step s row p predicts f_{p+1} from the chain that
+        started at row p - s (rows p < s are garbage and must be masked by the caller)."""
+        B, T, H = feats.shape
+        cos, sin = self.rope(T)
+        emb = F.embedding(tokens_next, self.embed)
+        if noise:
+            feats = feats + (torch.rand_like(feats) - 0.5) * noise
+        outs, ks, vs = [], [], []
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        scale = 1.0 / math.sqrt(self.hd)
+        rep = self.nh // self.nkv
+        f_in = feats
+        for s in range(steps):
+            x = self.fc(torch.cat([emb, f_in], -1))
+            q = self.apply_rope(self.q_proj(x).view(B, T, self.nh, self.hd).transpose(1, 2), cos, sin)
+            k = self.apply_rope(self.k_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2), cos, sin)
+            v = self.v_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2)
+            ks.append(k)
+            vs.append(v)
+            if s == 0:
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            else:
+                # row p of step s attends to step-0 keys at rows <= p - s and to step r keys at row p - s + r
+                k0 = ks[0].repeat_interleave(rep, 1)
+                v0 = vs[0].repeat_interleave(rep, 1)
+                sc0 = (q @ k0.transpose(-1, -2)) * scale
+                sc0 = sc0.masked_fill(~causal.tril(-s)[None, None], float("-inf"))
+                extra_s, extra_v = [], []
+                for r in range(1, s + 1):
+                    kr = ks[r].repeat_interleave(rep, 1)
+                    vr = vs[r].repeat_interleave(rep, 1)
+                    shift = s - r  # row p pairs with row p - shift of step r
+                    if shift:
+                        kr = F.pad(kr, (0, 0, shift, 0))[:, :, :T]
+                        vr = F.pad(vr, (0, 0, shift, 0))[:, :, :T]
+                    extra_s.append((q * kr).sum(-1, keepdim=True) * scale)
+                    extra_v.append(vr)
+                probs = torch.softmax(torch.cat([sc0] + extra_s, -1), -1)
+                probs = torch.nan_to_num(probs)  # rows p < s have no step-0 key... and are masked anyway
+                a = probs[..., :T] @ v0
+                for r in range(s):
+                    a = a + probs[..., T + r:T + r + 1] * extra_v[r]
+            y = x + self.o_proj(a.transpose(1, 2).reshape(B, T, -1))
+            xn = rms(y, self.post_norm, self.eps)
+            out = y + self.down_proj(F.silu(self.gate_proj(xn)) * self.up_proj(xn))
+            outs.append(out)
+            # the next step's row p takes the prediction made at row p - 1 (which predicts f_p)
+            f_in = F.pad(out, (0, 0, 1, 0))[:, :T]
+        return outs
+
+    def state_dict_safeailab(self) -> dict:
+        d = {
+            "embed_tokens.weight": self.embed, "fc.weight": self.fc.weight, "fc.bias": self.fc.bias,
+            "layers.0.self_attn.q_proj.weight": self.q_proj.weight, "layers.0.self_attn.k_proj.weight": self.k_proj.weight,
+            "layers.0.self_attn.v_proj.weight": self.v_proj.weight, "layers.0.self_attn.o_proj.weight": self.o_proj.weight,
+            "layers.0.mlp.gate_proj.weight": self.gate_proj.weight, "layers.0.mlp.up_proj.weight": self.up_proj.weight,
+            "layers.0.mlp.down_proj.weight": self.down_proj.weight,
+            "layers.0.post_attention_layernorm.weight": self.post_norm,
+        }
+        return {k: v.detach().float().contiguous().clone() for k, v in d.items()}
+
+
+@torch.no_grad()
+def fit_linear_fc(samples: list[Sample], embed: torch.Tensor, max_rows: int = 400_000, ridge: float = 1e-3):
+    """Closed-form ridge regression of the next feature on [E(t_{i+1}) ; f_i ; 1]: the best linear next-feature
+    predictor, used as fc's initial value (the decoder layer then starts as a near-identity and learns the rest)."""
+    H = embed.shape[1]
+    xtx = torch.zeros(2 * H + 1, 2 * H + 1, dtype=torch.float64)
+    xty = torch.zeros(2 * H + 1, H, dtype=torch.float64)
+    rows = 0
+    for s in samples:
+        n = len(s.tokens) - 2
+        if n <= 0:
+            continue
+        x = torch.cat([embed[s.tokens[1:n + 1]], s.features[:n], torch.ones(n, 1)], 1).double()
+        xtx += x.T @ x
+        xty += x.T @ s.features[1:n + 1].double()
+        rows += n
+        if rows >= max_rows:
+            break
+    lam = ridge * xtx.diagonal().mean()
+    w = torch.linalg.solve(xtx + lam * torch.eye(len(xtx), dtype=torch.float64), xty)  # [2H+1, H]
+    return w[:-1].T.float().contiguous(), w[-1].float(), rows
+
+
+def init_head(head: Eagle1Head, target: BatchedTarget, mode: str, fc_mode: str, fc_noise: float, seed: int,
+              samples: list[Sample] | None = None, branch_scale: float = 1.0):
+    torch.manual_seed(seed)
+    H = head.H
+    with torch.no_grad():
+        if fc_mode == "lstsq":
+            w, b, rows = fit_linear_fc(samples, head.embed)
+            head.fc.weight.copy_(w + torch.randn_like(w) * fc_noise)
+            head.fc.bias.copy_(b)
+            log(f"fc initialised by ridge regression on {rows} rows")
+        elif fc_mode != "random":
+            w = torch.randn(H, 2 * H) * fc_noise
+            eye = torch.eye(H)
+            if fc_mode == "feature":
+                w[:, H:] += eye
+            elif fc_mode == "embedding":
+                w[:, :H] += eye
+            elif fc_mode == "both":
+                w[:, :H] += 0.5 * eye
+                w[:, H:] += 0.5 * eye
+            head.fc.weight.copy_(w)
+            head.fc.bias.zero_()
+        if mode.startswith("target"):
+            layer = target.L - 1 if mode == "target-last" else int(mode.split(":")[1])
+            p = f"model.layers.{layer}."
+            t = target.raw
+            w_in = t[p + "input_layernorm.weight"].float()
+            # the head's layer 0 has no input norm: fold the target layer's input-norm weight into q/k/v
+            head.q_proj.weight.copy_(t[p + "self_attn.q_proj.weight"].float() * w_in)
+            head.k_proj.weight.copy_(t[p + "self_attn.k_proj.weight"].float() * w_in)
+            head.v_proj.weight.copy_(t[p + "self_attn.v_proj.weight"].float() * w_in)
+            head.o_proj.weight.copy_(t[p + "self_attn.o_proj.weight"].float())
+            head.post_norm.copy_(t[p + "post_attention_layernorm.weight"].float())
+            head.gate_proj.weight.copy_(t[p + "mlp.gate_proj.weight"].float())
+            head.up_proj.weight.copy_(t[p + "mlp.up_proj.weight"].float())
+            head.down_proj.weight.copy_(t[p + "mlp.down_proj.weight"].float())
+        # residual branches start small: the head begins as (almost) its fc, and the layer learns corrections
+        head.o_proj.weight.mul_(branch_scale)
+        head.down_proj.weight.mul_(branch_scale)
+
+
+# --------------------------------------------------------------------------------------------------------- batching
+
+
+def make_batches(samples: list[Sample], max_tokens: int, max_len: int, rng: random.Random | None):
+    """Length-bucketed batches of sample indices (long samples are cut at max_len)."""
+    order = sorted(range(len(samples)), key=lambda i: len(samples[i].tokens))
+    batches, cur, cur_max = [], [], 0
+    for i in order:
+        n = min(len(samples[i].tokens), max_len)
+        if cur and max(cur_max, n) * (len(cur) + 1) > max_tokens:
+            batches.append(cur)
+            cur, cur_max = [], 0
+        cur.append(i)
+        cur_max = max(cur_max, n)
+    if cur:
+        batches.append(cur)
+    if rng is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def collate(samples: list[Sample], idx: list[int], max_len: int, ce_map: torch.Tensor | None):
+    """Rows p = 0..T-1: token_next[p] = t_{p+1}, feat[p] = f_p, target[p] = f_{p+1}, label[p] = t_{p+2} (answer
+    tokens only, else -1). T = (sequence length - 2)."""
+    T = min(max(len(samples[i].tokens) for i in idx), max_len) - 2
+    H = samples[idx[0]].features.shape[1]
+    B = len(idx)
+    tok_next = torch.zeros(B, T, dtype=torch.long)
+    feat = torch.zeros(B, T + 1, H)
+    label = torch.full((B, T), -1, dtype=torch.long)
+    for j, i in enumerate(idx):
+        s = samples[i]
+        L = min(len(s.tokens), max_len)
+        n = L - 2
+        tok_next[j, :n] = s.tokens[1:n + 1]
+        feat[j, :n + 1] = s.features[:n + 1]
+        lab = s.tokens[2:n + 2].clone()
+        lab[~s.answer[2:n + 2]] = -1
+        label[j, :n] = lab
+    return tok_next, feat[:, :T], feat[:, 1:T + 1], label
+
+
+# ---------------------------------------------------------------------------------------------------------- metrics
+
+
+@torch.no_grad()
+def evaluate(head: Eagle1Head, samples: list[Sample], k: int = 5, max_len: int = 2048, fast: bool = False) -> dict:
+    """Teacher-forced metrics on held-out answers: top-1 agreement of step 0, and the every-position chain tau.
+    fast: bf16 compute (for the learning curve; the final numbers are fp32)."""
+    if fast:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return evaluate(head, samples, k, max_len)
+    head.eval()
+    hits = total = 0
+    accepted = [0] * (k + 1)  # accepted[j] = chains whose first j drafts were all accepted
+    chains = 0
+    for s in samples:
+        tok_next, feat, _, label = collate([s], [0], max_len, None)
+        outs = head.unrolled(tok_next, feat, k)
+        preds = [F.linear(o[0], head.lm_head).argmax(-1) for o in outs]  # [T] each, full vocab
+        lab = label[0]
+        T = len(lab)
+        ok0 = lab >= 0
+        hits += int((preds[0][ok0] == lab[ok0]).sum())
+        total += int(ok0.sum())
+        for j in range(T):  # chain started at row j: step s at row j + s predicts label[j + s]
+            if lab[j] < 0:
+                continue
+            chains += 1
+            a = 0
+            while a < k and j + a < T and lab[j + a] >= 0 and int(preds[a][j + a]) == int(lab[j + a]):
+                a += 1
+            for m in range(1, a + 1):
+                accepted[m] += 1
+    head.train()
+    rates = [accepted[m] / max(chains, 1) for m in range(1, k + 1)]
+    return {"top1": hits / max(total, 1), "rows": total,
+            "tau": [1 + sum(rates[:kk]) for kk in range(1, k + 1)], "per_position": rates}
+
+
+# ------------------------------------------------------------------------------------------------------------ train
+
+
+def train(head, samples, evals, args, log_rows):
+    params = [p for p in head.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
+    # CE over the most frequent label tokens (full-vocab CE costs 10x the rest of the head); rows whose label is
+    # outside that set keep only the regression loss. Evaluation always uses the full vocab.
+    counts = torch.zeros(head.embed.shape[0], dtype=torch.long)
+    for s in samples:
+        lab = s.tokens[2:][s.answer[2:]]
+        counts += torch.bincount(lab, minlength=len(counts))
+    if args.ce_vocab and args.ce_vocab < len(counts):
+        keep = counts.argsort(descending=True)[: args.ce_vocab]
+        keep = keep.sort().values
+        coverage = float(counts[keep].sum() / counts.sum())
+    else:
+        keep = torch.arange(len(counts))
+        coverage = 1.0
+    ce_map = torch.full((len(counts),), -1, dtype=torch.long)
+    ce_map[keep] = torch.arange(len(keep))
+    ce_weight_rows = keep
+    log(f"CE vocab {len(keep)} tokens covers {coverage:.4f} of answer labels ({int((counts > 0).sum())} distinct)")
+    feat_rms = float(torch.cat([s.features[:64] for s in samples[:200]]).pow(2).mean().sqrt())
+    noise = args.noise * feat_rms
+    log(f"feature RMS {feat_rms:.3f}; uniform input noise of width {noise:.3f}")
+    rng = random.Random(args.seed)
+    budget = args.train_minutes * 60
+    t0 = time.perf_counter()
+    step = tokens_seen = epoch = 0
+    next_eval = args.eval_every * 60
+    step_weights = [args.step_decay ** s for s in range(args.steps)]
+    done = False
+    while not done:
+        epoch += 1
+        for idx in make_batches(samples, args.batch_tokens, args.max_len, rng):
+            elapsed = time.perf_counter() - t0
+            if elapsed >= budget or (args.max_train_steps and step >= args.max_train_steps):
+                done = True
+                break
+            frac = elapsed / budget
+            warm = min(1.0, (step + 1) / args.warmup_steps)
+            lr = args.lr * warm * (args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+            for g in opt.param_groups:
+                g["lr"] = lr
+            tok_next, feat, target, label = collate(samples, idx, args.max_len, ce_map)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                outs = head.unrolled(tok_next, feat, args.steps, noise=noise)
+            loss = 0.0
+            parts = []
+            rows_all = label >= 0
+            W = head.lm_head[ce_weight_rows]
+            for s, out in enumerate(outs):
+                valid = rows_all.clone()
+                valid[:, :s] = False  # a chain needs its start row p - s >= 0
+                if s:  # and a target row (not a truncated one) at its start... the label mask already covers it
+                    pass
+                if not valid.any():
+                    continue
+                o = out[valid].float()
+                reg = F.smooth_l1_loss(o, target[valid], reduction="mean")
+                lab = ce_map[label[valid]]
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+                    logits = F.linear(o, W)
+                ce = F.cross_entropy(logits.float(), lab, ignore_index=-1)
+                acc = float((logits.argmax(-1) == lab)[lab >= 0].float().mean())
+                loss = loss + step_weights[s] * (args.w_reg * reg + args.w_ce * ce)
+                parts.append((float(reg.detach()), float(ce.detach()), acc))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, args.clip)
+            opt.step()
+            step += 1
+            tokens_seen += int(rows_all.sum())
+            if step % args.log_every == 0:
+                el = time.perf_counter() - t0
+                log(f"step {step} ep {epoch} lr {lr:.2e} loss {float(loss):.4f} "
+                    + " ".join(f"s{s}:reg {r:.4f} ce {c:.3f} acc {a:.3f}" for s, (r, c, a) in enumerate(parts))
+                    + f" | {tokens_seen / el:.0f} rows/s")
+            if time.perf_counter() - t0 >= next_eval and evals:
+                next_eval += args.eval_every * 60
+                te = time.perf_counter()
+                m = evaluate(head, evals[: args.eval_conversations], fast=True)
+                el = te - t0
+                log_rows.append({"minutes": el / 60, "step": step, "epoch": epoch, "rows_seen": tokens_seen, **m})
+                log(f"EVAL at {el / 60:.1f} min (step {step}, {tokens_seen} rows): top1 {m['top1']:.3f} tau "
+                    + "/".join(f"{x:.2f}" for x in m["tau"]) + f" ({time.perf_counter() - te:.0f}s)")
+                t0 += time.perf_counter() - te  # evaluation time does not count against the training budget
+    el = time.perf_counter() - t0
+    return {"steps": step, "epochs": epoch, "rows_seen": tokens_seen, "train_seconds": el, "ce_vocab": len(keep),
+            "ce_coverage": coverage, "feature_rms": feat_rms}
+
+
+# ------------------------------------------------------------------------------------------------------------- save
+
+
+def save_safeailab(head: Eagle1Head, target: BatchedTarget, out: str, extra: dict):
+    os.makedirs(out, exist_ok=True)
+    cfg = target.cfg
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "bias": True,
+        "hidden_size": cfg["hidden_size"],
+        "intermediate_size": cfg["intermediate_size"],
+        "num_attention_heads": cfg["num_attention_heads"],
+        "num_key_value_heads": cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
+        "num_hidden_layers": 1,
+        "max_position_embeddings": 2048,
+        "rms_norm_eps": cfg.get("rms_norm_eps", 1e-6),
+        "rope_theta": target.theta,
+        "vocab_size": cfg["vocab_size"],
+        "hidden_act": "silu",
+        "bos_token_id": cfg.get("bos_token_id"),
+        "eos_token_id": cfg.get("eos_token_id"),
+        "pad_token_id": cfg.get("pad_token_id"),
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+    }
+    if "head_dim" in cfg:
+        config["head_dim"] = cfg["head_dim"]
+    tmp = out + "/pytorch_model.bin.tmp"
+    torch.save(head.state_dict_safeailab(), tmp)
+    os.replace(tmp, out + "/pytorch_model.bin")
+    json.dump(config, open(out + "/config.json", "w"), indent=2)
+    json.dump(extra, open(out + "/training_log.json", "w"), indent=2)
+
+
+# -------------------------------------------------------------------------------------------- deliberate mistakes
+
+
+def write_mistakes(head_dir: str, converted_v0: str, out: str, seed: int = 0):
+    """Copies of a trained head converted *wrongly* on purpose, for `eagle-convert bench` to catch:
+      fc-swapped/        SafeAILab layout with fc's input halves swapped ([feature ; embedding])
+      lm-head-permuted/  the vllm-v0 conversion with its spliced LM head's rows permuted (another model's head)
+      lm-head-perturbed/ the vllm-v0 conversion with N(0, rms) noise added to the LM head (another model's head)
+    The third mistake of issue 7, the fc bias dropped, is made by the converter itself:
+      eagle-convert convert HEAD --target T --to vllm --fc-bias drop"""
+    import shutil
+    from safetensors.torch import load_file, save_file
+
+    sd = torch.load(os.path.join(head_dir, "pytorch_model.bin"), weights_only=True)
+    H = sd["fc.weight"].shape[0]
+    swapped = dict(sd)
+    swapped["fc.weight"] = torch.cat([sd["fc.weight"][:, H:], sd["fc.weight"][:, :H]], 1).contiguous()
+    d = os.path.join(out, "fc-swapped")
+    os.makedirs(d, exist_ok=True)
+    shutil.copy(os.path.join(head_dir, "config.json"), d)
+    torch.save(swapped, os.path.join(d, "pytorch_model.bin"))
+
+    g = torch.Generator().manual_seed(seed)
+    tensors = load_file(os.path.join(converted_v0, "model.safetensors"))
+    lm = tensors["lm_head.weight"]
+    for name, new in (("lm-head-permuted", lm[torch.randperm(lm.shape[0], generator=g)]),
+                      ("lm-head-perturbed", lm + torch.randn(lm.shape, generator=g) * lm.pow(2).mean().sqrt())):
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        shutil.copy(os.path.join(converted_v0, "config.json"), d)
+        save_file({**tensors, "lm_head.weight": new.contiguous()}, os.path.join(d, "model.safetensors"),
+                  metadata={"format": "pt"})
+    log(f"wrote {out}/{{fc-swapped,lm-head-permuted,lm-head-perturbed}}")
+
+
+# ------------------------------------------------------------------------------------------------------------- main
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "mistakes":
+        ap = argparse.ArgumentParser(prog="train_eagle_head.py mistakes", description=write_mistakes.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+        ap.add_argument("--head", required=True, help="the trained head (SafeAILab layout)")
+        ap.add_argument("--converted", required=True, help="its vllm-v0 conversion (holds the spliced LM head)")
+        ap.add_argument("--out", required=True)
+        a = ap.parse_args(sys.argv[2:])
+        write_mistakes(a.head, a.converted, a.out)
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--out", required=True, help="head folder (SafeAILab layout)")
+    ap.add_argument("--work", required=True, help="cache folder for the generated data (several hundred MB)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    g = ap.add_argument_group("data")
+    g.add_argument("--num-conversations", type=int, default=4000, help="upper bound; the time budget usually stops first")
+    g.add_argument("--gen-minutes", type=float, default=24)
+    g.add_argument("--gen-batch", type=int, default=96)
+    g.add_argument("--max-new-tokens", type=int, default=320)
+    g.add_argument("--gen-dtype", choices=["float32", "bfloat16"], default="bfloat16",
+                   help="bf16 (AMX) generates ~3x faster; its greedy tokens = fp32 argmax at 98.9%% of positions")
+    g.add_argument("--eval-prompts", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                                                            "real_eval_prompts.jsonl"))
+    g = ap.add_argument_group("training")
+    g.add_argument("--train-minutes", type=float, default=30)
+    g.add_argument("--max-train-steps", type=int, default=0)
+    g.add_argument("--train-subset", type=int, default=0, help="use only the first N samples (experiments)")
+    g.add_argument("--lr", type=float, default=1e-3)
+    g.add_argument("--min-lr-ratio", type=float, default=0.05)
+    g.add_argument("--warmup-steps", type=int, default=30)
+    g.add_argument("--weight-decay", type=float, default=0.0)
+    g.add_argument("--clip", type=float, default=0.5)
+    g.add_argument("--batch-tokens", type=int, default=8192)
+    g.add_argument("--max-len", type=int, default=1024)
+    g.add_argument("--w-reg", type=float, default=1.0)
+    g.add_argument("--w-ce", type=float, default=0.1)
+    g.add_argument("--ce-vocab", type=int, default=8192, help="0 = full vocab")
+    g.add_argument("--noise", type=float, default=0.1, help="uniform noise width on input features, x feature RMS")
+    g.add_argument("--steps", type=int, default=3, help="unrolled draft steps in the loss (1 = EAGLE-1 only)")
+    g.add_argument("--step-decay", type=float, default=0.8)
+    g.add_argument("--init", default="random", help="decoder layer: random | target-last | target:<layer>")
+    g.add_argument("--fc-init", default="lstsq", choices=["random", "lstsq", "feature", "embedding", "both"],
+                   help="lstsq: ridge-regression fit of the next feature (closed form); feature/embedding: [0;I]/[I;0]")
+    g.add_argument("--fc-noise", type=float, default=0.0)
+    g.add_argument("--branch-scale", type=float, default=0.1, help="scale of o_proj/down_proj at init")
+    g.add_argument("--no-bf16", dest="bf16", action="store_false")
+    g.add_argument("--eval-every", type=float, default=5, help="minutes between held-out evaluations")
+    g.add_argument("--log-every", type=int, default=20)
+    g.add_argument("--eval-conversations", type=int, default=10, help="held-out conversations in the periodic eval")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    os.makedirs(args.work, exist_ok=True)
+    t_all = time.perf_counter()
+    target = BatchedTarget(args.target, dtype=getattr(torch, args.gen_dtype))
+    tok = Tok(args.target)
+    data_path = os.path.join(args.work, "data.pt")
+    eval_path = os.path.join(args.work, "eval_data.pt")
+    gen_info_path = os.path.join(args.work, "data_info.json")
+
+    if not os.path.exists(data_path):
+        # One continuous batch: the held-out conversations first (answered for the learning curve only), then ours.
+        real_prompts.check_disjoint()
+        evals_conv = [json.loads(line)["turns"] for line in open(args.eval_prompts)]
+        convs = real_prompts.train_conversations(args.num_conversations, seed=args.seed)
+        t = time.perf_counter()
+        samples = generate_data(target, tok, evals_conv + convs, batch=args.gen_batch, max_new=args.max_new_tokens,
+                                minutes=args.gen_minutes, seed=args.seed)
+        gen_seconds = time.perf_counter() - t
+        evals = [x for x in samples if x.conv < len(evals_conv)]
+        samples = [x for x in samples if x.conv >= len(evals_conv)]
+        torch.save([vars(x) for x in evals], eval_path)
+        torch.save([vars(x) for x in samples], data_path)
+        info = {"conversations": len(samples), "tokens": sum(len(s.tokens) for s in samples),
+                "answer_tokens": sum(int(s.answer.sum()) for s in samples), "gen_seconds": gen_seconds,
+                "gen_dtype": args.gen_dtype, "gen_batch": args.gen_batch, "max_new_tokens": args.max_new_tokens}
+        json.dump(info, open(gen_info_path, "w"), indent=2)
+    samples = load_samples(data_path)
+    evals = load_samples(eval_path)
+    info = json.load(open(gen_info_path))
+    if args.train_minutes <= 0:
+        log(f"data only: {info}")
+        return
+    if args.train_subset:
+        samples = samples[: args.train_subset]
+    log(f"data: {len(samples)} conversations, {sum(len(s.tokens) for s in samples)} tokens, "
+        f"{sum(int(s.answer.sum()) for s in samples)} answer tokens (generated in {info['gen_seconds'] / 60:.1f} min); "
+        f"held-out: {len(evals)} conversations, {sum(int(s.answer.sum()) for s in evals)} answer tokens")
+
+    cfg = target.cfg
+    head = Eagle1Head(target.H, target.nh, target.nkv, target.hd, cfg["intermediate_size"], target.eps, target.theta,
+                      target.embed, target.lm_head)
+    init_head(head, target, args.init, args.fc_init, args.fc_noise, args.seed, samples, args.branch_scale)
+    curve = []
+    m0 = evaluate(head, evals[: args.eval_conversations], fast=True)
+    curve.append({"minutes": 0.0, "step": 0, "epoch": 0, "rows_seen": 0, **m0})
+    log(f"EVAL at init: top1 {m0['top1']:.3f} tau " + "/".join(f"{x:.2f}" for x in m0["tau"]))
+    stats = train(head, samples, evals, args, curve)
+    m = evaluate(head, evals)  # fp32, all held-out conversations
+    curve.append({"final_fp32": True, "minutes": stats["train_seconds"] / 60, "step": stats["steps"], "epoch": stats["epochs"],
+                  "rows_seen": stats["rows_seen"], **m})
+    log(f"EVAL final: top1 {m['top1']:.3f} tau " + "/".join(f"{x:.2f}" for x in m["tau"])
+        + " per-position " + "/".join(f"{x:.3f}" for x in m["per_position"]))
+    extra = {"args": vars(args), "data": info, "train": stats, "curve": curve,
+             "wall_minutes_total": (time.perf_counter() - t_all) / 60}
+    save_safeailab(head, target, args.out, extra)
+    log(f"saved {args.out} ({stats['train_seconds'] / 60:.1f} min training, {stats['steps']} steps, "
+        f"{stats['epochs']} epochs started)")
+
+
+if __name__ == "__main__":
+    main()
