@@ -183,7 +183,7 @@ def test_eagle3_missing_d2t_is_refused(pair, tmp_path):
 
 def test_eagle3_invalid_aux_layers_and_wrong_width(pair, tmp_path):
     target, draft, _ = pair(cfg=TinyConfig(num_hidden_layers=8), kind="eagle3", aux_layer_ids=[2, 4, 9])
-    with pytest.raises(errors.ShapeMismatchError, match="not three valid layers"):
+    with pytest.raises(errors.ShapeMismatchError, match="not three distinct, increasing layers"):
         eagle_convert.convert(str(draft), str(target), tmp_path / "out", to="vllm")
     cfg = json.loads((target / "config.json").read_text())
     cfg["hidden_size"] = 32
@@ -219,3 +219,21 @@ def test_every_conversion_prints_its_serve_command(pair, tmp_path):
     assert cmd.startswith(f"vllm serve {target} --speculative-config ")
     assert json.loads(cmd.split("--speculative-config ")[1].strip("'")) == {
         "method": "eagle3", "model": str(tmp_path / "o"), "num_speculative_tokens": 3}
+
+
+def test_eagle3_aux_ids_must_be_distinct_and_increasing(pair, tmp_path):
+    # A 6-layer target makes the default (2, L//2, L-3) = (2, 3, 3): engines would collapse the duplicate.
+    target, draft, _ = pair(cfg=TinyConfig(num_hidden_layers=6), kind="eagle3")
+    with pytest.raises(errors.ShapeMismatchError, match="distinct, increasing") as info:
+        eagle_convert.convert(str(draft), str(target), tmp_path / "out", to="vllm")
+    assert "eagle_aux_hidden_state_layer_ids" in info.value.hint
+
+
+def test_eagle3_full_draft_vocab_writes_no_d2t_for_vllm(pair, tmp_path):
+    target, draft, _ = pair(cfg=TinyConfig(num_hidden_layers=8), kind="eagle3", draft_vocab=256)
+    for to in ("vllm", "speculators", "sglang"):
+        result = eagle_convert.convert(str(draft), str(target), tmp_path / to, to=to)
+        _, tensors = load_out(tmp_path / to)
+        assert ("d2t" in tensors) is (to == "sglang"), to  # vLLM refuses an (identity) d2t with a full vocab
+        if to != "sglang":
+            assert "identity" in dict(result.plan.dropped)["d2t"]

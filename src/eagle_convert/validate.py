@@ -33,11 +33,13 @@ def check_pair(spec: DraftSpec, target: TargetInfo) -> None:
                                  f"{spec.vocab_size}.", "The head does not belong to this target.")
     if spec.aux_layer_ids is None:
         raise LayoutError("The EAGLE-3 head does not say which target layers feed it.", "Pass the target config.")
-    bad = [i for i in spec.aux_layer_ids if not 0 <= i < target.num_hidden_layers]
-    if bad or len(spec.aux_layer_ids) != 3:
+    ids = list(spec.aux_layer_ids)
+    bad = [i for i in ids if not 0 <= i < target.num_hidden_layers]
+    # Engines collect the states in layer order and collapse duplicates: the ids must be strictly increasing.
+    if bad or len(ids) != 3 or ids != sorted(set(ids)):
         raise ShapeMismatchError(
-            f"Aux layer ids {list(spec.aux_layer_ids)} are not three valid layers of the {target.num_hidden_layers}-"
-            f"layer target {label}.",
+            f"Aux layer ids {ids} are not three distinct, increasing layers of the {target.num_hidden_layers}-layer "
+            f"target {label}.",
             "Set eagle_aux_hidden_state_layer_ids in the draft config to the layers the head was trained on "
             "(the EAGLE-3 default is 2, L//2, L-3).")
 

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from ..spec import EAGLE3, DraftSpec
-from .base import EAGLE3_NAMES, Layout, OutputContext, base_inner_config
+from .base import Layout, OutputContext, base_inner_config
 from .registry import register
-from .vllm import eagle3_fields
+from .vllm import EAGLE3_IDENTITY_D2T, eagle3_fields, eagle3_names
 
 
 @register
@@ -61,7 +61,10 @@ class Speculators(Layout):
         }
 
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
-        return {n: n for n in sorted(canonical) if n in EAGLE3_NAMES}
+        return eagle3_names(spec, canonical)
+
+    def dropped_reasons(self, spec: DraftSpec) -> dict[str, str]:
+        return EAGLE3_IDENTITY_D2T
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
         return f"vllm serve {ctx.out_label}  # loads the verifier named in its config: {ctx.verifier or ctx.target_label}"

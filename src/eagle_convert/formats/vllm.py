@@ -56,7 +56,17 @@ class VllmV1(Layout):
             # fc.bias has no place in V1: the plan refuses, drops or folds it (--fc-bias).
             return {n: n for n in sorted(canonical)
                     if n in EAGLE1_NAMES and n not in V1_EAGLE1_EXCLUDED and n != "fc.bias"}
-        return {n: n for n in sorted(canonical) if n in EAGLE3_NAMES}
+        return eagle3_names(spec, canonical)
 
     def dropped_reasons(self, spec: DraftSpec) -> dict[str, str]:
-        return dict(V1_EAGLE1_EXCLUDED) if spec.kind == EAGLE1 else {}
+        return dict(V1_EAGLE1_EXCLUDED) if spec.kind == EAGLE1 else EAGLE3_IDENTITY_D2T
+
+
+# With a full draft vocabulary d2t is the identity (validate.py proves it), and vLLM refuses to load one.
+EAGLE3_IDENTITY_D2T = {"d2t": "the draft vocabulary is the target's, so d2t is the identity; vLLM refuses a d2t then"}
+
+
+def eagle3_names(spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
+    """EAGLE-3 tensors as vLLM loads them (`layers.0.*`), without an identity d2t."""
+    full_vocab = spec.draft_vocab_size == spec.vocab_size
+    return {n: n for n in sorted(canonical) if n in EAGLE3_NAMES and not (full_vocab and n == "d2t")}

@@ -15,7 +15,7 @@ speculate.py); no token comparison is made.
 `BenchReport.to_dict()` schema (version 1), all times in seconds:
   schema_version: 1
   settings: {target, draft_kind, k, max_new_tokens, temperature, seed, device, dtype, chat_template (bool: used),
-             aux_layer_ids, baseline, num_prompts}
+             aux_layer_ids, baseline, ignore_eos, num_prompts}
   overall:  acceptance (see below), generated_tokens, wall_time_s, tokens_per_s,
             baseline_generated_tokens, baseline_wall_time_s, baseline_tokens_per_s, speedup  (baseline_* and speedup
             are null without a baseline)
@@ -43,7 +43,7 @@ from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError, VerificationError
 from eagle_convert.io.read import read_tensor
 from eagle_convert.io.source import LocalSource
-from eagle_convert.runner.chat import ChatTokenizer
+from eagle_convert.runner.chat import ChatTokenizer, load_eos_token_ids
 from eagle_convert.runner.heads import aux_layer_ids_for, build_draft_head
 from eagle_convert.runner.metrics import AcceptanceStats, merge_stats
 from eagle_convert.runner.model import TargetModel
@@ -192,7 +192,8 @@ def _without_eos(tokens: list[int], eos: Sequence[int]) -> list[int]:
 def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: Callable[[str], torch.Tensor], *,
               k: int = 3, max_new_tokens: int = 256, prompts: str | Path | Iterable[Prompt | str] | None = None,
               temperature: float = 0.0, seed: int = 0, device: str = "auto", dtype: str | torch.dtype = "auto",
-              chat_template: str = "auto", baseline: bool = True, progress: bool = True) -> BenchReport:
+              chat_template: str = "auto", baseline: bool = True, progress: bool = True,
+              ignore_eos: bool = False) -> BenchReport:
     """Bench `draft_spec` + `draft_get_tensor` (canonical names, KeyError when absent) on the target at `target_path`.
     `prompts`: None for the built-in set, a JSONL path, or Prompt objects / strings. `chat_template`: "auto" (the
     target's template when it has one, else raw text) or "none"."""
@@ -207,9 +208,11 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
         prompts = load_prompts(prompts)
     else:
         prompts = [p if isinstance(p, Prompt) else Prompt(str(i), (p,)) for i, p in enumerate(prompts, start=1)]
-    tokenizer = ChatTokenizer.from_dir(target_path)
-    use_template = chat_template == "auto" and tokenizer.chat_template is not None
-    eos = tokenizer.eos_token_ids
+    # Pre-tokenized prompts need no tokenizer (a target without tokenizer files can still be benched).
+    needs_text = any(p.token_ids is None for p in prompts)
+    tokenizer = ChatTokenizer.from_dir(target_path) if needs_text else None
+    use_template = tokenizer is not None and chat_template == "auto" and tokenizer.chat_template is not None
+    eos = () if ignore_eos else (tokenizer.eos_token_ids if tokenizer else load_eos_token_ids(target_path))
 
     config = json.loads((Path(target_path) / "config.json").read_text())
     aux_ids = aux_layer_ids_for(draft_spec, config["num_hidden_layers"])
@@ -218,7 +221,9 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
     head = build_draft_head(draft_spec, draft_get_tensor, target_embedding=target.embed_weight,
                             target_lm_head=target.lm_head_weight, dtype=dtype, device=device)
 
-    def encode(messages: list[dict]) -> list[int]:
+    def encode(messages: list[dict], prompt: Prompt) -> list[int]:
+        if prompt.token_ids is not None:
+            return list(prompt.token_ids)
         if use_template:
             return tokenizer.encode_chat(messages)
         return tokenizer.encode_text("\n\n".join(m["content"] for m in messages))
@@ -227,7 +232,7 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
     base_rng = torch.Generator(device).manual_seed(seed + 1)
     decode = dict(temperature=temperature, eos_ids=eos)
     # Warm-up outside the clock: the first forwards pay for allocation and kernel selection.
-    warm_ids = encode([{"role": "user", "content": prompts[0].turns[0]}])
+    warm_ids = encode([{"role": "user", "content": prompts[0].turns[0]}], prompts[0])
     warm = dict(max_new_tokens=min(8, max_new_tokens), temperature=temperature, eos_ids=eos,
                 generator=torch.Generator(device).manual_seed(seed))
     speculative_generate(target, head, warm_ids, k=k, **warm)
@@ -237,7 +242,7 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
     report = BenchReport(settings={
         "target": str(target_path), "draft_kind": draft_spec.kind, "k": k, "max_new_tokens": max_new_tokens,
         "temperature": temperature, "seed": seed, "device": str(device), "dtype": str(dtype).removeprefix("torch."),
-        "chat_template": use_template, "aux_layer_ids": list(aux_ids), "baseline": baseline,
+        "chat_template": use_template, "aux_layer_ids": list(aux_ids), "baseline": baseline, "ignore_eos": ignore_eos,
         "num_prompts": len(prompts)})
     bar = _progress(prompts, enabled=progress)
     for prompt in bar:
@@ -245,7 +250,7 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
         spec_time = base_time = 0.0
         for turn in prompt.turns:
             messages.append({"role": "user", "content": turn})
-            ids = encode(messages)
+            ids = encode(messages, prompt)
             prompt_tokens.append(len(ids))
             result, seconds = _timed(device, lambda: speculative_generate(
                 target, head, ids, k=k, max_new_tokens=max_new_tokens, generator=spec_rng, **decode))
@@ -257,7 +262,8 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
                     target, ids, max_new_tokens=max_new_tokens, generator=base_rng, **decode))
                 base_time += seconds
                 base_outputs.append(tokens)
-            messages.append({"role": "assistant", "content": tokenizer.decode(_without_eos(result.tokens, eos))})
+            if tokenizer is not None:  # later turns see the model's own answer
+                messages.append({"role": "assistant", "content": tokenizer.decode(_without_eos(result.tokens, eos))})
         report.prompts.append(PromptReport(
             prompt.id, prompt_tokens, AcceptanceStats.from_accepted(k, rounds), outputs, spec_time,
             base_outputs if baseline else None, base_time if baseline else None))

