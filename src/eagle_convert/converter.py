@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,8 +13,8 @@ from .checkpoint import Checkpoint
 from .derive import FoldReport, fold_fc_bias, sampled_rows
 from .draft import DraftHead, load_draft
 from .errors import OutputPathError
-from .io.read import read_rows, read_tensor, tensor_bytes
-from .io.write import OutTensor, shard, shard_names, staged_output, verify_safetensors, write_json, write_safetensors
+from .io.read import Digest, read_rows, read_tensor, tensor_bytes
+from .io.write import OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
 from .modelcard import model_card
 from .plan import FOLD, ZEROS, Plan, PlannedTensor, build_plan
 from .resolve import InputRef, open_input
@@ -176,13 +175,23 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
     checkpoints = {"draft": head.checkpoint, "target": target.checkpoint}
     by_name = {t.name: t for t in plan.tensors}
     provenance: dict[str, dict] = {}
+    pending: list[dict] = []  # source entries whose sha256 is still being computed
 
-    def produce(o: OutTensor) -> torch.Tensor:
+    def settle() -> None:
+        for src in pending:
+            src["sha256"] = src["sha256"].hexdigest()
+        pending.clear()
+
+    def produce(o: OutTensor) -> tuple[torch.Tensor, Digest | None]:
+        settle()  # the previous tensor's sources are hashed before the next is read: one tensor's in flight
         planned = by_name[o.name]
         value, sources = _produce(planned, checkpoints, result)
+        pending.extend(sources)
         provenance[o.name] = {"sources": sources, "dtype": str(planned.dtype).removeprefix("torch."),
                               "shape": list(planned.shape)}
-        return value
+        # Copied unchanged (same dtype, no derivation): the bytes written are the bytes read; hash them once.
+        same = planned.derive is None and len(sources) == 1 and planned.sources[0].ref.dtype == planned.dtype
+        return value, sources[0]["sha256"] if same else None
 
     wanted = [OutTensor(t.name, t.dtype, t.shape) for t in plan.tensors]
     shards = shard(wanted, max_shard)
@@ -192,6 +201,7 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
         digests: dict[str, str] = {}
         for rel, tensors in files.items():
             digests.update(write_safetensors(staging / rel, tensors, lambda o: (bar.update(1), produce(o))[1]))
+        settle()
         bar.close()
         if len(files) > 1:
             write_json(staging / "model.safetensors.index.json", {
@@ -208,13 +218,14 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
         }
         write_json(staging / "eagle_convert.json", result.provenance)
         (staging / "README.md").write_text(model_card(plan, result))
-        verify_safetensors(staging, files, digests)
         result.files = sorted(p.name for p in staging.iterdir())
     result.out = out.resolve()
 
 
 def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result: ConversionResult):
-    """The output tensor and the provenance of what was read for it (sha256 of the bytes read, never whole files)."""
+    """The tensor to write (in its source dtype when only a cast is left: the writer casts it chunk by chunk) and the
+    provenance of what was read for it: sha256 of the bytes read (never whole files), as a Digest computed on another
+    core while the tensor is written; `_execute` waits for it."""
     if planned.derive == ZEROS:
         return torch.zeros(planned.shape, dtype=planned.dtype), []
     values, sources = [], []
@@ -222,14 +233,13 @@ def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result:
         ckpt = checkpoints[origin]
         value = read_tensor(ckpt, ref)
         sources.append({"origin": origin, "file": ckpt.source.describe(ref.file), "name": ref.name,
-                        "revision": ckpt.source.revision(),
-                        "sha256": hashlib.sha256(tensor_bytes(value)).hexdigest()})
+                        "revision": ckpt.source.revision(), "sha256": Digest(tensor_bytes(value))})
         values.append(value)
     if planned.derive == FOLD:
         embed, fc_weight, fc_bias = values
         folded, result.fold = fold_fc_bias(embed, fc_weight, fc_bias, planned.dtype)
         return folded, sources
-    return values[0].to(planned.dtype), sources
+    return values[0], sources
 
 
 class _NoBar:

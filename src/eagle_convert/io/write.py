@@ -2,8 +2,10 @@
 
 The output folder is built in a staging folder beside OUT and renamed into place only when complete and verified,
 so a failure or Ctrl-C leaves neither a half-written OUT nor the staging folder. Safetensors files are streamed: the
-header is computed from the plan (names, dtypes, shapes), then each tensor is produced, written and released, so
-peak memory is one tensor, never a shard."""
+header is computed from the plan (names, dtypes, shapes) and the file given its full size, then each tensor is
+produced and, chunk by chunk, cast, written, hashed, compared byte for byte with the file as the safetensors library
+reloads it, and handed to the disk; then released. Peak memory is a chunk plus one input tensor's pages (file-backed
+when local), never a shard, and the disk writes while the next chunk is computed."""
 
 from __future__ import annotations
 
@@ -15,14 +17,16 @@ import shutil
 import struct
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy
 import torch
 
 from ..checkpoint import SAFETENSORS_CODES
 from ..errors import VerificationError
-from .read import tensor_bytes
+from .read import Digest, tensor_bytes
 
 
 @dataclass(frozen=True)
@@ -69,43 +73,114 @@ def _header(tensors: list[OutTensor]) -> bytes:
     return struct.pack("<Q", len(raw)) + raw
 
 
-def write_safetensors(path: Path, tensors: list[OutTensor], produce: Callable[[OutTensor], torch.Tensor]) -> dict[str, str]:
-    """Stream `tensors` into `path`, calling `produce` for one tensor at a time; returns name -> sha256 written."""
+CHUNK_BYTES = 8 << 20  # the unit of casting, writing, hashing and comparing: one reused buffer, cache-hot throughout
+Produced = torch.Tensor | tuple[torch.Tensor, Digest | None]
+
+
+def write_safetensors(path: Path, tensors: list[OutTensor], produce: Callable[[OutTensor], Produced]) -> dict[str, str]:
+    """Stream `tensors` into `path`, calling `produce` for one tensor at a time; returns name -> sha256 written.
+
+    `produce` returns the tensor to write in its planned shape, either in the planned dtype or in one it is cast from
+    here, chunk by chunk, through a small reused buffer (`.to()` would allocate the whole output: GBs of fresh pages);
+    or (tensor, digest) when the sha256 of exactly the bytes to write is already being computed (a tensor copied
+    unchanged from its source), so that they are hashed once."""
+    names = {t.name for t in tensors}
+    header = _header(tensors)
     digests = {}
-    with open(path, "wb") as f:
-        f.write(_header(tensors))
-        for t in tensors:
-            value = produce(t)
-            if value.dtype != t.dtype or tuple(value.shape) != t.shape:
-                raise AssertionError(f"{t.name}: produced {value.dtype} {tuple(value.shape)}, planned {t.dtype} {t.shape}")
-            data = tensor_bytes(value)
-            f.write(data)
-            digests[t.name] = hashlib.sha256(data).hexdigest()
-            del value, data
+    with open(path, "wb") as f, ThreadPoolExecutor(1, thread_name_prefix="eagle-convert-sha256") as hasher:
+        f.write(header)
+        f.truncate(len(header) + sum(t.nbytes for t in tensors))  # full size now: safetensors reloads it at once
         f.flush()
+        _check_names(path, names)
+        offset = len(header)
+        try:
+            for t in tensors:
+                produced = produce(t)
+                value, digest = produced if isinstance(produced, tuple) else (produced, None)
+                if tuple(value.shape) != t.shape or not (value.dtype == t.dtype or (
+                        value.dtype.is_floating_point and t.dtype.is_floating_point)):
+                    raise AssertionError(f"{t.name}: produced {value.dtype} {tuple(value.shape)}, planned {t.dtype} "
+                                         f"{t.shape}")
+                digests[t.name] = _write_tensor(f, path, t, value, offset, digest, hasher)
+                offset += t.nbytes
+                del produced, value, digest
+        except BaseException:
+            hasher.shutdown(cancel_futures=True)
+            raise
         os.fsync(f.fileno())
     return digests
 
 
-def write_json(path: Path, value: dict) -> None:
-    path.write_text(json.dumps(value, indent=2, sort_keys=False) + "\n")
-
-
-def verify_safetensors(folder: Path, files: dict[str, list[OutTensor]], digests: dict[str, str]) -> None:
-    """Reload every written tensor with the safetensors library itself and compare dtype, shape and bytes."""
+def _check_names(path: Path, names: set[str]) -> None:
     from safetensors import safe_open
 
-    for rel, tensors in files.items():
-        with safe_open(str(folder / rel), framework="pt") as f:
-            if set(f.keys()) != {t.name for t in tensors}:
-                raise VerificationError(f"{rel} reloads with tensors {sorted(f.keys())}, expected {[t.name for t in tensors]}.",
-                                        "This is a bug in eagle-convert: please report it with the command you ran.")
-            for t in tensors:
-                value = f.get_tensor(t.name)
-                if value.dtype != t.dtype or tuple(value.shape) != t.shape or \
-                        hashlib.sha256(tensor_bytes(value)).hexdigest() != digests[t.name]:
-                    raise VerificationError(f"{rel}:{t.name} does not read back as written.",
-                                            "The disk or filesystem corrupted the output; check free space and retry.")
+    with safe_open(str(path), framework="pt") as f:
+        if set(f.keys()) != names:
+            raise VerificationError(f"{path.name} reloads with tensors {sorted(f.keys())}, expected {sorted(names)}.",
+                                    "This is a bug in eagle-convert: please report it with the command you ran.")
+
+
+def _write_tensor(f, path: Path, t: OutTensor, value: torch.Tensor, offset: int, digest: Digest | None,
+                  hasher: ThreadPoolExecutor) -> str:
+    """Write `value` as `t` at `offset`, chunk by chunk: cast it into a reused buffer, write it, compare it with the
+    file's bytes as the safetensors library reloads them (a view of the file's pages, no copy), have `hasher` hash
+    those bytes on another core, and start their writeback. Returns the sha256 of the bytes written."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as st:
+        back = st.get_tensor(t.name)
+    if back.dtype != t.dtype or tuple(back.shape) != t.shape:
+        raise VerificationError(f"{path.name}:{t.name} reloads as {back.dtype} {tuple(back.shape)}, not as written "
+                                f"({t.dtype} {t.shape}).", "This is a bug in eagle-convert: please report it.")
+    written = tensor_bytes(back)
+    sha = hashlib.sha256() if digest is None else None
+    hashed: list[Future] = []
+    flat = value.contiguous().reshape(-1)
+    step = max(1, CHUNK_BYTES // t.dtype.itemsize)
+    buffer = torch.empty(min(step, flat.numel()), dtype=t.dtype) if value.dtype != t.dtype else None
+    done = 0
+    with _torch_threads(1):  # our parallelism is the hashing threads; torch's on top would oversubscribe the cores
+        for start in range(0, flat.numel(), step):
+            piece = flat[start : start + step]
+            if buffer is not None:
+                piece = buffer[: piece.numel()].copy_(piece)  # the same conversion as .to(dtype)
+            data = tensor_bytes(piece)
+            f.write(data)
+            f.flush()
+            back_data = written[done : done + len(data)]
+            if not numpy.array_equal(numpy.frombuffer(data, numpy.uint8), numpy.frombuffer(back_data, numpy.uint8)):
+                raise VerificationError(f"{path.name}:{t.name} does not read back as written.",
+                                        "The disk or filesystem corrupted the output; check free space and retry.")
+            if sha is not None:  # the file's bytes, now known equal to the produced ones; in order, one worker
+                hashed.append(hasher.submit(sha.update, back_data))
+            _start_writeback(f.fileno(), offset + done, len(data))
+            done += len(data)
+    if sha is None:
+        return digest.hexdigest()
+    for h in hashed:
+        h.result()
+    return sha.hexdigest()
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _start_writeback(fd: int, offset: int, length: int) -> None:
+    """Start writing [offset, offset + length) to disk now rather than at the final fsync (the kernel waits until GBs
+    are dirty), so the disk writes while the next chunk is computed. Dirty pages are not dropped."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
+def write_json(path: Path, value: dict) -> None:
+    path.write_text(json.dumps(value, indent=2, sort_keys=False) + "\n")
 
 
 @contextlib.contextmanager
