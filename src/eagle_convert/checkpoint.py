@@ -28,6 +28,13 @@ WEIGHT_LAYOUTS = (
 )
 
 
+def nbytes_of(dtype: torch.dtype, shape: tuple[int, ...]) -> int:
+    n = dtype.itemsize
+    for d in shape:
+        n *= d
+    return n
+
+
 @dataclass(frozen=True)
 class TensorRef:
     name: str
@@ -38,10 +45,7 @@ class TensorRef:
 
     @property
     def nbytes(self) -> int:
-        n = self.dtype.itemsize
-        for d in self.shape:
-            n *= d
-        return n
+        return nbytes_of(self.dtype, self.shape)
 
 
 def parse_safetensors_header(source: FileSource, rel: str) -> dict[str, TensorRef]:

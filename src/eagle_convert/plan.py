@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import torch
 
-from .checkpoint import SAFETENSORS_CODES, TensorRef
+from .checkpoint import SAFETENSORS_CODES, TensorRef, nbytes_of
 from .draft import DraftHead
 from .errors import UnsupportedConversionError
 from .formats import OutputContext, get_layout
@@ -38,10 +38,7 @@ class PlannedTensor:
 
     @property
     def nbytes(self) -> int:
-        n = self.dtype.itemsize
-        for d in self.shape:
-            n *= d
-        return n
+        return nbytes_of(self.dtype, self.shape)
 
     def describe_source(self) -> str:
         if self.derive == ZEROS:

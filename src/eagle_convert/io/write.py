@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy
 import torch
 
-from ..checkpoint import SAFETENSORS_CODES
+from ..checkpoint import SAFETENSORS_CODES, nbytes_of
 from ..errors import VerificationError
 from .read import Digest, tensor_bytes
 
@@ -37,10 +37,7 @@ class OutTensor:
 
     @property
     def nbytes(self) -> int:
-        n = self.dtype.itemsize
-        for d in self.shape:
-            n *= d
-        return n
+        return nbytes_of(self.dtype, self.shape)
 
 
 def shard(tensors: list[OutTensor], max_shard_bytes: int) -> list[list[OutTensor]]:
