@@ -138,11 +138,11 @@ def test_failure_mid_write_leaves_nothing(pair, tmp_path, monkeypatch, exc):
         return real(planned, checkpoints, result)
 
     monkeypatch.setattr(converter, "_produce", failing)
-    out = tmp_path / "out"
+    out = tmp_path / "new" / "parents" / "out"
     with pytest.raises(type(exc)):
         eagle_convert.convert(str(draft), str(target), out, max_shard_size=20_000)
     assert len(calls) == 3
-    assert_nothing_left(out)
+    assert not (tmp_path / "new").exists()  # not even the parent folders it created
 
 
 def test_failure_with_force_keeps_the_old_output(pair, tmp_path, monkeypatch):

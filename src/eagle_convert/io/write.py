@@ -185,6 +185,7 @@ def staged_output(out: Path, force: bool) -> Iterator[Path]:
     """Yield a staging folder beside `out`; on success move it into place (replacing `out` when `force`), on any
     error or interrupt remove it. An existing `out` is moved aside first and only deleted after the swap."""
     out = out.resolve()
+    created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]  # parents we make, deepest first
     out.parent.mkdir(parents=True, exist_ok=True)
     tag = uuid.uuid4().hex[:8]
     staging = out.parent / f".{out.name}.eagle-convert-{tag}.tmp"
@@ -202,4 +203,7 @@ def staged_output(out: Path, force: bool) -> Iterator[Path]:
             staging.rename(out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        for folder in created:  # leave no empty parent folders behind either
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
