@@ -121,7 +121,23 @@ def base_inner_config(spec: DraftSpec, ctx: OutputContext, *, architecture: str,
         tie_word_embeddings=False,
         torch_dtype=ctx.dtype_name,
     )
+    if model_type == "llama":
+        cfg["attention_bias"] = False  # explicit: no o_proj bias, and no q/k/v bias unless qkv_bias says so
+        if spec.qkv_bias:  # vLLM's Llama layer takes q/k/v bias from `qkv_bias`, o_proj bias from `attention_bias`
+            cfg["qkv_bias"] = True
+    if spec.kind == EAGLE3:
+        cfg.update(eagle3_fields(spec))
     return cfg
+
+
+def eagle3_fields(spec: DraftSpec) -> dict:
+    """The EAGLE-3 keys engines read from a draft config, all written explicitly."""
+    return {
+        "draft_vocab_size": spec.draft_vocab_size,
+        "target_hidden_size": spec.target_hidden_size,
+        "eagle_aux_hidden_state_layer_ids": list(spec.aux_layer_ids),
+        "norm_before_residual": False,
+    }
 
 
 # Keys never carried from a source config into an output: EAGLE envelope keys (re-derived), keys that mislead

@@ -7,7 +7,6 @@ from __future__ import annotations
 from ..spec import EAGLE1, EAGLE3, DraftSpec
 from .base import EAGLE1_NAMES, EAGLE3_NAMES, LAYER, Layout, OutputContext, base_inner_config, rename_prefix
 from .registry import register
-from .vllm import eagle3_fields
 
 ZERO_FC_BIAS = "zeros:fc.bias"  # a derived tensor: explicit zeros for SGLang's always-present fc bias
 
@@ -34,11 +33,7 @@ class SGLang(Layout):
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
         arch = "LlamaForCausalLMEagle3" if spec.kind == EAGLE3 else "LlamaForCausalLMEagle"
-        cfg = base_inner_config(spec, ctx, architecture=arch, model_type="llama")
-        cfg["attention_bias"] = False
-        if spec.kind == EAGLE3:
-            cfg.update(eagle3_fields(spec))
-        return cfg
+        return base_inner_config(spec, ctx, architecture=arch, model_type="llama")
 
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
         if spec.kind == EAGLE3:

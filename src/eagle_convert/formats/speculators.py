@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from ..spec import EAGLE3, DraftSpec
-from .base import Layout, OutputContext, base_inner_config
+from .base import Layout, OutputContext, base_inner_config, eagle3_fields
 from .registry import register
-from .vllm import EAGLE3_IDENTITY_D2T, eagle3_fields, eagle3_names
+from .vllm import EAGLE3_IDENTITY_D2T, eagle3_names
 
 
 @register
@@ -37,8 +37,9 @@ class Speculators(Layout):
         return None
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
-        layer = base_inner_config(spec, ctx, architecture="LlamaForCausalLM", model_type="llama")
-        layer["attention_bias"] = False
+        top_level = eagle3_fields(spec)  # vLLM reads these at the top level only
+        layer = {k: v for k, v in base_inner_config(spec, ctx, architecture="LlamaForCausalLM", model_type="llama").items()
+                 if k not in top_level}
         verifier_arch = ctx.target_config.get("architectures") or ["LlamaForCausalLM"]
         return {
             "architectures": ["Eagle3Speculator"],
@@ -56,7 +57,7 @@ class Speculators(Layout):
                 "verifier": {"name_or_path": ctx.verifier or ctx.target_label, "architectures": verifier_arch},
             },
             "transformer_layer_config": layer,
-            **eagle3_fields(spec),
+            **top_level,
             "torch_dtype": ctx.dtype_name,
         }
 

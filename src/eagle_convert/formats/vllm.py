@@ -14,16 +14,6 @@ V1_EAGLE1_EXCLUDED = {
 }
 
 
-def eagle3_fields(spec: DraftSpec) -> dict:
-    """The EAGLE-3 keys vLLM reads from a draft config, all written explicitly."""
-    return {
-        "draft_vocab_size": spec.draft_vocab_size,
-        "target_hidden_size": spec.target_hidden_size,
-        "eagle_aux_hidden_state_layer_ids": list(spec.aux_layer_ids),
-        "norm_before_residual": False,
-    }
-
-
 @register
 class VllmV1(Layout):
     name = "vllm"
@@ -38,18 +28,8 @@ class VllmV1(Layout):
             return f"raw config with fc.weight and layers.0.* (vLLM V1 / SpecForge `method: {kind}` layout)"
         return None
 
-    def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
-        return super().refusal(spec, canonical)
-
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
-        cfg = base_inner_config(spec, ctx, architecture="LlamaForCausalLM", model_type="llama")
-        cfg["attention_bias"] = False
-        if spec.qkv_bias:
-            # vLLM's Llama layer takes q/k/v bias from `qkv_bias` and o_proj bias from `attention_bias`.
-            cfg["qkv_bias"] = True
-        if spec.kind == EAGLE3:
-            cfg.update(eagle3_fields(spec))
-        return cfg
+        return base_inner_config(spec, ctx, architecture="LlamaForCausalLM", model_type="llama")
 
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
         if spec.kind == EAGLE1:

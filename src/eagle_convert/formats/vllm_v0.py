@@ -36,8 +36,6 @@ class VllmV0(Layout):
         # Qwen2 heads carry q/k/v biases: only an inner Qwen2 architecture makes vLLM v0 create and load them.
         arch, model_type = ("Qwen2ForCausalLM", "qwen2") if spec.qkv_bias else ("LlamaForCausalLM", "llama")
         inner = base_inner_config(spec, ctx, architecture=arch, model_type=model_type)
-        if not spec.qkv_bias:
-            inner["attention_bias"] = False
         return {"model_type": "eagle", "model": inner, "eagle_fc_bias": spec.fc_bias}
 
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
