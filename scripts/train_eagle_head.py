@@ -386,20 +386,20 @@ class Eagle1Head(nn.Module):
 
 
 @torch.no_grad()
-def fit_linear_fc(samples: list[Sample], embed: torch.Tensor, max_rows: int = 400_000, ridge: float = 1e-3):
+def fit_linear_fc(samples: list[Sample], embed: torch.Tensor, max_rows: int = 150_000, ridge: float = 1e-3):
     """Closed-form ridge regression of the next feature on [E(t_{i+1}) ; f_i ; 1]: the best linear next-feature
     predictor, used as fc's initial value (the decoder layer then starts as a near-identity and learns the rest)."""
     H = embed.shape[1]
     xtx = torch.zeros(2 * H + 1, 2 * H + 1, dtype=torch.float64)
     xty = torch.zeros(2 * H + 1, H, dtype=torch.float64)
     rows = 0
-    for s in samples:
+    for s in random.Random(0).sample(samples, len(samples)):
         n = len(s.tokens) - 2
         if n <= 0:
             continue
-        x = torch.cat([embed[s.tokens[1:n + 1]], s.features[:n], torch.ones(n, 1)], 1).double()
-        xtx += x.T @ x
-        xty += x.T @ s.features[1:n + 1].double()
+        x = torch.cat([embed[s.tokens[1:n + 1]], s.features[:n], torch.ones(n, 1)], 1)
+        xtx += (x.T @ x).double()  # fp32 products per sequence, fp64 sums
+        xty += (x.T @ s.features[1:n + 1]).double()
         rows += n
         if rows >= max_rows:
             break
@@ -716,6 +716,10 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     g = ap.add_argument_group("data")
     g.add_argument("--num-conversations", type=int, default=4000, help="upper bound; the time budget usually stops first")
+    g.add_argument("--conversation-offset", type=int, default=0,
+                   help="skip the first N prompt-set conversations (a second data shard)")
+    g.add_argument("--extra-data", nargs="*", default=[], metavar="WORK",
+                   help="train on these other --work folders' data.pt too")
     g.add_argument("--gen-minutes", type=float, default=24)
     g.add_argument("--gen-batch", type=int, default=96)
     g.add_argument("--max-new-tokens", type=int, default=320)
@@ -732,7 +736,7 @@ def main():
     g.add_argument("--warmup-steps", type=int, default=30)
     g.add_argument("--weight-decay", type=float, default=0.0)
     g.add_argument("--clip", type=float, default=0.5)
-    g.add_argument("--batch-tokens", type=int, default=8192)
+    g.add_argument("--batch-tokens", type=int, default=4096)
     g.add_argument("--max-len", type=int, default=1024)
     g.add_argument("--w-reg", type=float, default=1.0)
     g.add_argument("--w-ce", type=float, default=0.1)
@@ -740,6 +744,7 @@ def main():
     g.add_argument("--noise", type=float, default=0.1, help="uniform noise width on input features, x feature RMS")
     g.add_argument("--steps", type=int, default=3, help="unrolled draft steps in the loss (1 = EAGLE-1 only)")
     g.add_argument("--step-decay", type=float, default=0.8)
+    g.add_argument("--resume", metavar="HEAD", help="start from this saved head instead of initialising")
     g.add_argument("--init", default="random", help="decoder layer: random | target-last | target:<layer>")
     g.add_argument("--fc-init", default="lstsq", choices=["random", "lstsq", "feature", "embedding", "both"],
                    help="lstsq: ridge-regression fit of the next feature (closed form); feature/embedding: [0;I]/[I;0]")
@@ -765,7 +770,8 @@ def main():
         # One continuous batch: the held-out conversations first (answered for the learning curve only), then ours.
         real_prompts.check_disjoint()
         evals_conv = [json.loads(line)["turns"] for line in open(args.eval_prompts)]
-        convs = real_prompts.train_conversations(args.num_conversations, seed=args.seed)
+        convs = real_prompts.train_conversations(args.conversation_offset + args.num_conversations,
+                                                 seed=args.seed)[args.conversation_offset:]
         t = time.perf_counter()
         samples = generate_data(target, tok, evals_conv + convs, batch=args.gen_batch, max_new=args.max_new_tokens,
                                 minutes=args.gen_minutes, seed=args.seed)
@@ -784,6 +790,10 @@ def main():
     if args.train_minutes <= 0:
         log(f"data only: {info}")
         return
+    for extra in args.extra_data:
+        more = load_samples(os.path.join(extra, "data.pt"))
+        log(f"+ {len(more)} conversations from {extra}")
+        samples += more
     if args.train_subset:
         samples = samples[: args.train_subset]
     log(f"data: {len(samples)} conversations, {sum(len(s.tokens) for s in samples)} tokens, "
@@ -793,7 +803,20 @@ def main():
     cfg = target.cfg
     head = Eagle1Head(target.H, target.nh, target.nkv, target.hd, cfg["intermediate_size"], target.eps, target.theta,
                       target.embed, target.lm_head)
-    init_head(head, target, args.init, args.fc_init, args.fc_noise, args.seed, samples, args.branch_scale)
+    if args.resume:
+        sd = torch.load(os.path.join(args.resume, "pytorch_model.bin"), weights_only=True)
+        names = {"fc.weight": head.fc.weight, "fc.bias": head.fc.bias,
+                 "layers.0.post_attention_layernorm.weight": head.post_norm}
+        for n in ("q", "k", "v", "o"):
+            names[f"layers.0.self_attn.{n}_proj.weight"] = getattr(head, f"{n}_proj").weight
+        for n in ("gate", "up", "down"):
+            names[f"layers.0.mlp.{n}_proj.weight"] = getattr(head, f"{n}_proj").weight
+        with torch.no_grad():
+            for name, param in names.items():
+                param.copy_(sd[name])
+        log(f"resumed from {args.resume}")
+    else:
+        init_head(head, target, args.init, args.fc_init, args.fc_noise, args.seed, samples, args.branch_scale)
     curve = []
     m0 = evaluate(head, evals[: args.eval_conversations], fast=True)
     curve.append({"minutes": 0.0, "step": 0, "epoch": 0, "rows_seen": 0, **m0})
