@@ -38,15 +38,17 @@ test-vllm: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
 # A real target (SmolLM2-135M-Instruct from a PyPI package) and a really trained EAGLE-1 head (about an hour on a
 # 2-core CPU the first time; reused afterwards), converted and benched. Outputs under $(REAL_DIR), never committed.
 REAL_DIR ?= .real
+REAL_THREADS ?= 2
 real-demo: $(BIN)/eagle-convert
-	bash scripts/make_real_target.sh $(REAL_DIR)/smollm2
+	PYTHON=$(PYTHON) bash scripts/make_real_target.sh $(REAL_DIR)/smollm2
 	test -f $(REAL_DIR)/eagle1-smollm2/pytorch_model.bin || $(BIN)/python scripts/train_eagle_head.py \
-		--target $(REAL_DIR)/smollm2 --out $(REAL_DIR)/eagle1-smollm2 --work $(REAL_DIR)/train
+		--target $(REAL_DIR)/smollm2 --out $(REAL_DIR)/eagle1-smollm2 --work $(REAL_DIR)/train --threads $(REAL_THREADS)
 	$(BIN)/eagle-convert inspect $(REAL_DIR)/eagle1-smollm2 --target $(REAL_DIR)/smollm2
 	$(BIN)/eagle-convert convert $(REAL_DIR)/eagle1-smollm2 --target $(REAL_DIR)/smollm2 \
 		-o $(REAL_DIR)/eagle1-smollm2-vllm-v0 --to vllm-v0 --force
 	$(BIN)/eagle-convert bench --target $(REAL_DIR)/smollm2 --draft $(REAL_DIR)/eagle1-smollm2-vllm-v0 \
-		--prompts scripts/data/real_eval_prompts.jsonl -k 3 --max-new-tokens 128
+		--prompts scripts/data/real_eval_prompts.jsonl -k 3 --max-new-tokens 128 --threads $(REAL_THREADS) \
+		--min-acceptance-length 1.3
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info src/*.egg-info
