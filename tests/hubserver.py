@@ -391,7 +391,10 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         return True
 
-    def _snapshot(self, hit: Hit, repo_id: str, rev: str) -> Snapshot | None:
+    def _snapshot(self, hit: Hit, repo_id: str, rev: str, *, contents: bool) -> Snapshot | None:
+        """The repo at `rev` if the caller may see it (listing, or `contents`); otherwise the error is sent, None."""
+        if not self._access(hit, repo_id, contents=contents):
+            return None
         snap = self.hub.snapshot(repo_id, rev)
         if snap is None:
             if self.hub.repo_exists(repo_id):
@@ -436,9 +439,7 @@ class _Handler(BaseHTTPRequestHandler):
         hit = self._hit("info", repo_id)
         if self.command != "GET":
             return self._error(hit, 405, None, "Method not allowed")
-        if not self._access(hit, repo_id, contents=False):
-            return
-        snap = self._snapshot(hit, repo_id, rev)
+        snap = self._snapshot(hit, repo_id, rev, contents=False)
         if snap is None:
             return
         blobs = query.get("blobs", ["false"])[0].lower() == "true"
@@ -464,9 +465,7 @@ class _Handler(BaseHTTPRequestHandler):
         hit = self._hit("tree", repo_id, path or None)
         if self.command != "GET":
             return self._error(hit, 405, None, "Method not allowed")
-        if not self._access(hit, repo_id, contents=False):
-            return
-        snap = self._snapshot(hit, repo_id, rev)
+        snap = self._snapshot(hit, repo_id, rev, contents=False)
         if snap is None:
             return
         recursive = query.get("recursive", ["false"])[0].lower() == "true"
@@ -489,9 +488,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _paths_info(self, repo_id: str, rev: str) -> None:
         hit = self._hit("paths-info", repo_id)
         form = parse_qs(self._read_body().decode())
-        if not self._access(hit, repo_id, contents=False):
-            return
-        snap = self._snapshot(hit, repo_id, rev)
+        snap = self._snapshot(hit, repo_id, rev, contents=False)
         if snap is None:
             return
         folders = _folders(snap.entries)
@@ -506,9 +503,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _resolve(self, repo_id: str, rev: str, path: str) -> None:
         hit = self._hit("resolve", repo_id, path)
-        if not self._access(hit, repo_id, contents=True):
-            return
-        snap = self._snapshot(hit, repo_id, rev)
+        snap = self._snapshot(hit, repo_id, rev, contents=True)
         if snap is None:
             return
         e = snap.entries.get(path)
