@@ -2,7 +2,15 @@
 
 __version__ = "0.1.0"
 
-from . import errors  # noqa: E402,F401
-from .api import bench, convert, inspect  # noqa: E402,F401  (the public API, one function per command)
-
 __all__ = ["__version__", "bench", "convert", "inspect"]
+
+
+def __getattr__(name: str):
+    # The public API (one function per command) loads on first use: importing torch takes ~1.5 s, and the CLI
+    # starts reading the draft from disk before it does.
+    if name in ("bench", "convert", "inspect", "errors"):
+        import importlib
+
+        module = importlib.import_module(".errors" if name == "errors" else ".api", __name__)
+        return module if name == "errors" else getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

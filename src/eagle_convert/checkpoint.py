@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass
-from functools import cached_property
 
 import torch
 
 from .errors import CorruptCheckpointError, LayoutError, MissingTensorError
-from .io.source import FileSource, read_json
+from .io.source import FileSource, find_weights, read_json
 
 SAFETENSORS_DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -20,13 +19,6 @@ SAFETENSORS_DTYPES = {
 }
 SAFETENSORS_CODES = {dtype: code for code, dtype in SAFETENSORS_DTYPES.items()}
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # safetensors' own limit
-
-# Weight files we look for, in order of preference; an index names the shards.
-WEIGHT_LAYOUTS = (
-    ("safetensors", "model.safetensors.index.json", "model.safetensors"),
-    ("bin", "pytorch_model.bin.index.json", "pytorch_model.bin"),
-)
-
 
 def nbytes_of(dtype: torch.dtype, shape: tuple[int, ...]) -> int:
     n = dtype.itemsize
@@ -94,38 +86,13 @@ class Checkpoint:
             raise LayoutError(f"{source.label} has no config.json.",
                               "Point to the folder that holds the model's config.json and weight files.")
         self.config = read_json(source, "config.json")
-        self.weight_format, self.weight_map = self._find_weights()
+        self.weight_format, self.weight_map, self.files = find_weights(source)
         self._headers: dict[str, dict[str, TensorRef]] = {}
         self._pickles: dict[str, dict[str, torch.Tensor]] = {}
 
     @property
     def label(self) -> str:
         return self.source.label
-
-    def _find_weights(self) -> tuple[str, dict[str, str]]:
-        for fmt, index_name, single_name in WEIGHT_LAYOUTS:
-            if self.source.exists(index_name):
-                index = read_json(self.source, index_name)
-                weight_map = index.get("weight_map")
-                if not isinstance(weight_map, dict) or not weight_map:
-                    raise CorruptCheckpointError(f"{self.source.describe(index_name)} has no weight_map.",
-                                                 "Fix or re-download the index file.")
-                for shard in sorted(set(weight_map.values())):
-                    if not self.source.exists(shard):
-                        raise CorruptCheckpointError(
-                            f"{self.source.describe(index_name)} names shard {shard!r}, which is not in {self.label}.",
-                            "Download the missing shard (or the whole checkpoint again).")
-                return fmt, dict(weight_map)
-            if self.source.exists(single_name):
-                return fmt, {}  # filled on first use: a single file's names live in the file itself
-        raise LayoutError(f"{self.label} has no weights: expected model.safetensors, pytorch_model.bin, or a sharded "
-                          "index of either.", "Point to a folder that holds the weight files.")
-
-    @cached_property
-    def files(self) -> list[str]:
-        if self.weight_map:
-            return sorted(set(self.weight_map.values()))
-        return ["model.safetensors" if self.weight_format == "safetensors" else "pytorch_model.bin"]
 
     def _refs_in(self, rel: str) -> dict[str, TensorRef]:
         if rel not in self._headers:

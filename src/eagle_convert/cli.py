@@ -53,7 +53,7 @@ def _fail(kwargs: dict, message: str, kind: str) -> None:
 
 
 def _size(value: str) -> int:
-    from .converter import parse_size
+    from .units import parse_size
 
     try:
         return parse_size(value)
@@ -113,10 +113,14 @@ def hub_options(fn):
 def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens, max_shard_size,
             check_embedding, dry_run, force, as_json, quiet, revision, target_revision, token, offline):
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout."""
-    from .api import convert as run
-
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
+    if not dry_run and os.path.isdir(draft):
+        from .io.source import warm_local_checkpoint
+
+        warm_local_checkpoint(draft)  # the disk reads the draft while the next line imports torch
+    from .api import convert as run
+
     result = run(draft, target, out, to=to, dtype=dtype, dry_run=dry_run, force=force, drop=drop,
                  max_shard_size=max_shard_size, fc_bias=fc_bias, verifier=verifier,
                  num_speculative_tokens=num_speculative_tokens, revision=revision, target_revision=target_revision,

@@ -19,6 +19,7 @@ from .modelcard import model_card
 from .plan import FOLD, ZEROS, Plan, PlannedTensor, build_plan
 from .resolve import InputRef, open_input
 from .target import TargetInfo, read_target
+from .units import parse_size
 from .validate import check_vocab_map
 
 EMBED_SAMPLE_ROWS = 64  # rows compared between a draft's embedding copy and the target's (reads ~64 rows, not V)
@@ -53,19 +54,6 @@ class ConversionResult:
             "fetch": self.fetch,
             **self.plan.to_dict(),
         }
-
-
-def parse_size(text: str | int) -> int:
-    if isinstance(text, int):
-        return text
-    units = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "B": 1}
-    t = text.strip().upper()
-    for unit, mult in units.items():
-        if t.endswith(unit) and t[: -len(unit)].strip().replace(".", "", 1).isdigit():
-            return int(float(t[: -len(unit)]) * mult)
-    if t.isdigit():
-        return int(t)
-    raise ValueError(f"not a size: {text!r} (use e.g. 5GB, 500MB or a number of bytes)")
 
 
 def check_out_path(out: Path, inputs: list[InputRef], force: bool) -> None:
@@ -175,32 +163,35 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
     checkpoints = {"draft": head.checkpoint, "target": target.checkpoint}
     by_name = {t.name: t for t in plan.tensors}
     provenance: dict[str, dict] = {}
-    pending: list[dict] = []  # source entries whose sha256 is still being computed
+    pending: list[dict] = []  # source entries whose sha256 is still being computed (on threads of their own)
 
     def settle() -> None:
         for src in pending:
             src["sha256"] = src["sha256"].hexdigest()
         pending.clear()
 
-    def produce(o: OutTensor) -> tuple[torch.Tensor, Digest | None]:
-        settle()  # the previous tensor's sources are hashed before the next is read: one tensor's in flight
+    def produce(o: OutTensor) -> torch.Tensor:
+        # Hashing lags behind writing: a tensor's source digest may still run while the next tensors are written, so
+        # both cores stay busy (the fp32 sources of a bf16 output take twice as long to hash as to write). This costs
+        # no memory: what is hashed is file pages (a mapped file or cached range) or a pickle held anyway.
         planned = by_name[o.name]
         value, sources = _produce(planned, checkpoints, result)
         pending.extend(sources)
-        provenance[o.name] = {"sources": sources, "dtype": str(planned.dtype).removeprefix("torch."),
-                              "shape": list(planned.shape)}
-        # Copied unchanged (same dtype, no derivation): the bytes written are the bytes read; hash them once.
-        same = planned.derive is None and len(sources) == 1 and planned.sources[0].ref.dtype == planned.dtype
-        return value, sources[0]["sha256"] if same else None
+        provenance[o.name] = {"sources": sources, "how": _how(planned),
+                              "dtype": str(planned.dtype).removeprefix("torch."), "shape": list(planned.shape)}
+        return value
 
+    for planned in plan.tensors:  # in the order they are written: the disk reads ahead of the CPU
+        for origin, ref in planned.sources:
+            source = checkpoints[origin].source
+            source.warm(ref.file, *((ref.offset, ref.nbytes) if ref.offset is not None else (0, source.size(ref.file))))
     wanted = [OutTensor(t.name, t.dtype, t.shape) for t in plan.tensors]
     shards = shard(wanted, max_shard)
     files = dict(zip(shard_names(len(shards)), shards))
     bar = _progress(len(wanted), progress)
     with staged_output(out, force) as staging:
-        digests: dict[str, str] = {}
         for rel, tensors in files.items():
-            digests.update(write_safetensors(staging / rel, tensors, lambda o: (bar.update(1), produce(o))[1]))
+            write_safetensors(staging / rel, tensors, lambda o: (bar.update(1), produce(o))[1])
         settle()
         bar.close()
         if len(files) > 1:
@@ -208,8 +199,6 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
                 "metadata": {"total_size": sum(t.nbytes for t in wanted)},
                 "weight_map": {t.name: rel for rel, ts in files.items() for t in ts}})
         write_json(staging / "config.json", plan.config)
-        for name, entry in provenance.items():
-            entry["sha256"] = digests[name]
         result.provenance = {
             "tool": "eagle-convert", "version": __version__, "layout": plan.layout, "dtype": plan.dtype_name,
             "inputs": {"draft": result.draft.to_dict(), "target": result.target.to_dict()},
@@ -220,6 +209,16 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
         (staging / "README.md").write_text(model_card(plan, result))
         result.files = sorted(p.name for p in staging.iterdir())
     result.out = out.resolve()
+
+
+def _how(planned: PlannedTensor) -> str:
+    """How an output tensor was made from its sources, for the provenance record."""
+    if planned.derive is not None:
+        return planned.derive
+    source_dtype = planned.sources[0].ref.dtype
+    if source_dtype == planned.dtype:
+        return "copy"
+    return f"cast {str(source_dtype).removeprefix('torch.')} -> {str(planned.dtype).removeprefix('torch.')}"
 
 
 def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result: ConversionResult):

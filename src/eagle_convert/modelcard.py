@@ -24,6 +24,7 @@ def model_card(plan, result) -> str:
     ]
     lines += [f"- dropped `{n}`: {r}" for n, r in plan.dropped]
     lines += [f"- note: {n}" for n in plan.notes]
-    lines += ["", "`eagle_convert.json` records, for every tensor, the file and tensor it was read from and sha256 "
-              "hashes of the bytes read and written.", ""]
+    lines += ["", "`eagle_convert.json` records, for every tensor, the file and tensor it was read from, the sha256 of "
+              "the bytes read, and how it was made (copy, cast, fold); every tensor written was read back and compared "
+              "byte for byte.", ""]
     return "\n".join(lines)

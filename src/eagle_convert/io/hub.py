@@ -438,6 +438,9 @@ class HubSource:
             self.fetched[rel] = self.fetched.get(rel, 0) + self.size(rel)
         return path
 
+    def warm(self, rel: str, offset: int, length: int) -> None:
+        pass  # fetched when read: the network, not the disk, is what a remote read waits on
+
     def read_range(self, rel: str, offset: int, length: int, *, key: str | None = None) -> memoryview | bytearray:
         if key is None or not self.ranges:
             if rel not in self._local:

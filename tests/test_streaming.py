@@ -1,0 +1,123 @@
+"""The streaming path: provenance hashes of exactly the bytes read, byte-for-byte verification of what is written,
+and the background warm-up that reads inputs ahead (and, from the CLI, before torch loads)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import eagle_convert
+from eagle_convert import errors
+from eagle_convert.io import source as source_module
+from eagle_convert.io import write as write_module
+from eagle_convert.io.write import same_bytes
+
+
+def _sha(t: torch.Tensor) -> str:
+    return hashlib.sha256(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_provenance_hashes_are_of_the_source_bytes(pair, tmp_path, dtype):
+    target, draft, ttensors = pair(shards=2)
+    out = tmp_path / "out"
+    eagle_convert.convert(str(draft), str(target), out, dtype=dtype)
+    prov = json.loads((out / "eagle_convert.json").read_text())
+    draft_tensors = torch.load(draft / "pytorch_model.bin", weights_only=True)
+    written = load_file(out / "model.safetensors")
+    assert set(prov["tensors"]) == set(written)
+    for name, entry in prov["tensors"].items():
+        (src,) = entry["sources"]
+        expected = ttensors[src["name"]] if src["origin"] == "target" else draft_tensors[src["name"]]
+        assert src["sha256"] == _sha(expected), name
+        assert "sha256" not in entry  # written bytes are verified, not hashed
+        source_dtype = str(expected.dtype).removeprefix("torch.")
+        assert entry["how"] == ("copy" if source_dtype == entry["dtype"] else f"cast {source_dtype} -> {entry['dtype']}")
+    assert prov["tensors"]["fc.weight"]["how"] == ("copy" if dtype == "float32" else "cast float32 -> bfloat16")
+
+
+def test_folded_tensor_records_every_source(pair, tmp_path):
+    target, draft, _ = pair(fc_bias=True)
+    out = tmp_path / "out"
+    eagle_convert.convert(str(draft), str(target), out, to="vllm", fc_bias="fold")
+    entry = json.loads((out / "eagle_convert.json").read_text())["tensors"]["embed_tokens.weight"]
+    draft_tensors = torch.load(draft / "pytorch_model.bin", weights_only=True)
+    assert entry["how"] == "fold_fc_bias"
+    assert [(s["name"], s["sha256"]) for s in entry["sources"]] == [
+        (n, _sha(draft_tensors[n])) for n in ("embed_tokens.weight", "fc.weight", "fc.bias")]
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 64, 1001])
+def test_same_bytes(n):
+    a = bytes(range(256)) * 4
+    a = a[:n]
+    assert same_bytes(memoryview(a), memoryview(bytes(a)))
+    for i in {0, n // 2, n - 1} if n else ():
+        b = bytearray(a)
+        b[i] ^= 1
+        assert not same_bytes(memoryview(a), memoryview(bytes(b))), i
+    assert not same_bytes(memoryview(a), memoryview(a + b"x"))
+
+
+def test_output_that_reads_back_differently_is_refused_and_removed(pair, tmp_path, monkeypatch):
+    target, draft, _ = pair()
+    calls = []
+
+    def corrupted_on_third_chunk(a, b):
+        calls.append(len(a))
+        return len(calls) != 3 and same_bytes(a, b)
+
+    monkeypatch.setattr(write_module, "same_bytes", corrupted_on_third_chunk)
+    out = tmp_path / "out"
+    with pytest.raises(errors.VerificationError, match="does not read back as written"):
+        eagle_convert.convert(str(draft), str(target), out)
+    assert len(calls) == 3
+    assert not out.exists() and not list(tmp_path.glob(".out.*"))
+
+
+def test_warmer_queues_exact_ranges_once_within_its_budget(tmp_path, monkeypatch):
+    submitted = []
+    monkeypatch.setattr(source_module, "_submit", lambda path, ranges: submitted.append((path, ranges)))
+    monkeypatch.setattr(source_module, "_available_memory", lambda: 2_000)
+    f = tmp_path / "weights"
+    f.write_bytes(bytes(1_500))
+    warmer = source_module.Warmer()  # budget: half the available memory, 1000 bytes
+    warmer.add(f, 100, 400)
+    warmer.add(f, 200, 100)  # inside a queued range: nothing new
+    warmer.add(f, 0, 700)  # over what is left of the budget (600): read on demand instead
+    warmer.add(f, 600, 600)
+    assert warmer.covers(f, 150, 300) and not warmer.covers(f, 50, 100) and not warmer.covers(f, 0, 700)
+    assert warmer.covers(f, 700, 500) and not warmer.covers(tmp_path / "other", 150, 10)
+    for _ in range(100):
+        if warmer._thread is None:
+            break
+        warmer._thread.join(0.1)
+    assert submitted == [(str(f), [(100, 400)]), (str(f), [(600, 600)])]
+
+
+def test_cli_starts_reading_the_draft_before_it_imports_torch(pair, tmp_path):
+    target, draft, _ = pair()
+    script = (
+        "import sys\n"
+        "import eagle_convert.io.source as s\n"
+        "seen = []\n"
+        "s.WARMER.add_files = lambda paths: seen.append(('torch' in sys.modules, sorted(p.name for p in paths)))\n"
+        "from eagle_convert.cli import main\n"
+        "try:\n"
+        f"    main(['convert', {str(draft)!r}, '--target', {str(target)!r}, '-o', {str(tmp_path / 'out')!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "print(seen)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[(False, ['pytorch_model.bin'])]"
+    assert (tmp_path / "out" / "model.safetensors").is_file()
