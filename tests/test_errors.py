@@ -141,7 +141,7 @@ def test_failure_mid_write_leaves_nothing(pair, tmp_path, monkeypatch, exc):
     out = tmp_path / "new" / "parents" / "out"
     with pytest.raises(type(exc)):
         eagle_convert.convert(str(draft), str(target), out, max_shard_size=20_000)
-    assert len(calls) == 3
+    assert 3 <= len(calls) <= 4  # two writers: the other one may have started the next tensor
     assert not (tmp_path / "new").exists()  # not even the parent folders it created
 
 

@@ -3,14 +3,13 @@ it. Opening one reads the config, the index and safetensors headers (lazily, per
 
 from __future__ import annotations
 
-import json
-import struct
 from dataclasses import dataclass
 
 import torch
 
 from .errors import CorruptCheckpointError, LayoutError, MissingTensorError
-from .io.source import FileSource, find_weights, read_json
+from .io.digest import torch_zip_records
+from .io.source import FileSource, LocalSource, find_weights, read_json, read_safetensors_header
 
 SAFETENSORS_DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -18,7 +17,6 @@ SAFETENSORS_DTYPES = {
     "BOOL": torch.bool,
 }
 SAFETENSORS_CODES = {dtype: code for code, dtype in SAFETENSORS_DTYPES.items()}
-MAX_HEADER_BYTES = 100 * 1024 * 1024  # safetensors' own limit
 
 def nbytes_of(dtype: torch.dtype, shape: tuple[int, ...]) -> int:
     n = dtype.itemsize
@@ -43,19 +41,7 @@ class TensorRef:
 def parse_safetensors_header(source: FileSource, rel: str) -> dict[str, TensorRef]:
     where = source.describe(rel)
     size = source.size(rel)
-    if size < 8:
-        raise CorruptCheckpointError(f"{where} is too short to be a safetensors file ({size} bytes).",
-                                     "Re-download it; the file is truncated.")
-    (header_len,) = struct.unpack("<Q", bytes(source.read_range(rel, 0, 8, key="__header_len__")))
-    if header_len > MAX_HEADER_BYTES or 8 + header_len > size:
-        raise CorruptCheckpointError(f"{where} has an impossible header length ({header_len} bytes in a file of {size}).",
-                                     "The file is corrupt or truncated: re-download it.")
-    try:
-        header = json.loads(bytes(source.read_range(rel, 8, header_len, key="__header__")))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptCheckpointError(f"{where} has a header that is not valid JSON ({exc}).",
-                                     "The file is corrupt: re-download it.") from exc
-    data_start = 8 + header_len
+    header, data_start = read_safetensors_header(source, rel)
     refs = {}
     for name, entry in header.items():
         if name == "__metadata__":
@@ -89,6 +75,7 @@ class Checkpoint:
         self.weight_format, self.weight_map, self.files = find_weights(source)
         self._headers: dict[str, dict[str, TensorRef]] = {}
         self._pickles: dict[str, dict[str, torch.Tensor]] = {}
+        self._pickle_spans: dict[str, dict[str, tuple[int, int]]] = {}
 
     @property
     def label(self) -> str:
@@ -127,6 +114,17 @@ class Checkpoint:
     def refs(self) -> dict[str, TensorRef]:
         return {name: self.ref(name) for name in self.names()}
 
+    def span(self, ref: TensorRef) -> tuple[str, int, int] | None:
+        """(path, offset, length): where `ref`'s bytes lie in a local file, when known."""
+        if not isinstance(self.source, LocalSource):
+            return None
+        path = str(self.source.local_path(ref.file))
+        if ref.offset is not None:
+            return path, ref.offset, ref.nbytes
+        self.load_pickle(ref.file)
+        where = self._pickle_spans.get(ref.file, {}).get(ref.name)
+        return (path, *where) if where else None
+
     def load_pickle(self, rel: str) -> dict[str, torch.Tensor]:
         """A `.bin` file, loaded with weights_only=True (never arbitrary unpickling) and mmap'd when the zip format
         allows, so its tensors are file-backed until used."""
@@ -135,10 +133,12 @@ class Checkpoint:
             try:
                 try:
                     state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+                    mapped = True
                 except RuntimeError as exc:
                     if "mmap" not in str(exc):
                         raise
                     state = torch.load(path, map_location="cpu", weights_only=True)  # legacy (non-zip) format
+                    mapped = False
             except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError... for bad files
                 raise CorruptCheckpointError(
                     f"{self.source.describe(rel)} cannot be loaded safely ({type(exc).__name__}: {str(exc).splitlines()[0]}).",
@@ -150,4 +150,21 @@ class Checkpoint:
                 raise CorruptCheckpointError(f"{self.source.describe(rel)} is not a flat dict of tensors.",
                                              "Re-save it as a plain state dict.")
             self._pickles[rel] = state
+            self._pickle_spans[rel] = _mapped_spans(path, state) if mapped else {}
         return self._pickles[rel]
+
+
+def _mapped_spans(path, state: dict[str, torch.Tensor]) -> dict[str, tuple[int, int]]:
+    """(offset, length) in the file of each contiguous tensor of a torch zip loaded with mmap=True. Its storages are
+    slices of one map of the whole file, so a storage's address is the map's base plus its record's offset: the base
+    follows from the lowest storage and record, and is checked against every storage (else: no spans)."""
+    records = {offset: n for offset, n in torch_zip_records(path) if n}
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in state.values()
+                if t.untyped_storage().nbytes()}
+    if not storages or len(storages) != len(records):
+        return {}
+    base = min(storages) - min(records)
+    if any(records.get(address - base) != n for address, n in storages.items()):
+        return {}
+    return {name: (t.data_ptr() - base, t.nbytes) for name, t in state.items()
+            if t.is_contiguous() and t.untyped_storage().nbytes()}

@@ -13,7 +13,8 @@ from .checkpoint import Checkpoint
 from .derive import FoldReport, fold_fc_bias, sampled_rows
 from .draft import DraftHead, load_draft
 from .errors import OutputPathError
-from .io.read import Digest, read_rows, read_tensor, tensor_bytes
+from .io.digest import PREHASH, Digest
+from .io.read import read_rows, read_tensor, tensor_bytes
 from .io.write import OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
 from .modelcard import model_card
 from .plan import FOLD, ZEROS, Plan, PlannedTensor, build_plan
@@ -203,7 +204,8 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
             "tool": "eagle-convert", "version": __version__, "layout": plan.layout, "dtype": plan.dtype_name,
             "inputs": {"draft": result.draft.to_dict(), "target": result.target.to_dict()},
             "dropped": [{"name": n, "reason": r} for n, r in plan.dropped], "notes": list(plan.notes),
-            "fold": result.fold.to_dict() if result.fold else None, "tensors": provenance,
+            "fold": result.fold.to_dict() if result.fold else None,
+            "tensors": {t.name: provenance[t.name] for t in plan.tensors},  # plan order, whichever writer was first
         }
         write_json(staging / "eagle_convert.json", result.provenance)
         (staging / "README.md").write_text(model_card(plan, result))
@@ -231,8 +233,10 @@ def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result:
     for origin, ref in planned.sources:
         ckpt = checkpoints[origin]
         value = read_tensor(ckpt, ref)
+        span = ckpt.span(ref)  # hashed from the file already (the CLI starts on the draft before torch loads)?
+        digest = (PREHASH.take(*span) if span else None) or Digest(tensor_bytes(value))
         sources.append({"origin": origin, "file": ckpt.source.describe(ref.file), "name": ref.name,
-                        "revision": ckpt.source.revision(), "sha256": Digest(tensor_bytes(value))})
+                        "revision": ckpt.source.revision(), "sha256": digest})
         values.append(value)
     if planned.derive == FOLD:
         embed, fc_weight, fc_bias = values

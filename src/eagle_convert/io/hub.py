@@ -20,7 +20,6 @@ import json
 import mmap
 import os
 import re
-import struct
 import sys
 import time
 import uuid
@@ -34,13 +33,12 @@ from huggingface_hub import HfApi, constants, hf_hub_download, hf_hub_url, try_t
 from huggingface_hub import errors as hf
 from huggingface_hub.utils import are_progress_bars_disabled, build_hf_headers, hf_raise_for_status, http_stream_backoff
 
-from ..errors import CorruptCheckpointError, HubError
-from .source import LocalSource
+from ..errors import HubError
+from . import source as source_module
+from .source import HEADER_KEY, HEADER_LEN_KEY, LocalSource  # noqa: F401  (HEADER_*: the cache keys of a header)
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-MAX_HEADER_BYTES = 100 * 1024 * 1024  # safetensors' own limit
-HEADER_LEN_KEY, HEADER_KEY = "__header_len__", "__header__"  # the keys checkpoint.py reads a header with
 
 
 class RepoNotFoundError(HubError):
@@ -395,22 +393,8 @@ def read_range(ref: RepoRef, path: str, offset: int, length: int, *, key: str | 
 
 def read_safetensors_header(ref: RepoRef, path: str, *, quiet: bool = False) -> tuple[dict, int]:
     """The parsed JSON header of a safetensors file and the absolute offset where its data starts, for 8 + header
-    length bytes (cached like tensors, under the same keys checkpoint.py uses)."""
-    size = _check_file(ref, path)
-    where = f"{ref.repo_id}/{path}"
-    if size < 8:
-        raise CorruptCheckpointError(f"{where} is too short to be a safetensors file ({size} bytes).",
-                                     "The file on the Hub is truncated.")
-    (n,) = struct.unpack("<Q", bytes(read_range(ref, path, 0, 8, key=HEADER_LEN_KEY, quiet=quiet)))
-    if n > MAX_HEADER_BYTES or 8 + n > size:
-        raise CorruptCheckpointError(f"{where} has an impossible header length ({n} bytes in a file of {size}).",
-                                     "The file on the Hub is corrupt or truncated.")
-    try:
-        header = json.loads(bytes(read_range(ref, path, 8, n, key=HEADER_KEY, quiet=quiet)))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptCheckpointError(f"{where} has a header that is not valid JSON ({exc}).",
-                                     "The file on the Hub is corrupt.") from exc
-    return header, 8 + n
+    length bytes (cached like tensors, under the keys checkpoint.py uses)."""
+    return source_module.read_safetensors_header(HubSource(ref, quiet=quiet), path)
 
 
 # ---- a FileSource over a repo (see io/source.py) --------------------------------------------------------------------

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import threading
-
 import torch
 
 from ..checkpoint import Checkpoint, TensorRef
@@ -25,36 +22,6 @@ def read_tensor(ckpt: Checkpoint, ref: TensorRef) -> torch.Tensor:
         return torch.empty(ref.shape, dtype=ref.dtype)
     flat = torch.frombuffer(buf, dtype=torch.uint8, count=ref.nbytes)
     return flat.view(ref.dtype).reshape(ref.shape)
-
-
-def sha256_of(t: torch.Tensor) -> str:
-    return hashlib.sha256(tensor_bytes(t)).hexdigest()
-
-
-class Digest:
-    """The sha256 of a buffer, computed on a thread of its own (hashlib releases the GIL), so hashing a tensor runs on
-    one core while the tensor is cast or written on another. The buffer is released as soon as it is hashed."""
-
-    def __init__(self, data: memoryview):
-        self._data: memoryview | None = data
-        self._hex: str | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="eagle-convert-sha256", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._hex = hashlib.sha256(self._data).hexdigest()
-        except BaseException as exc:  # re-raised by hexdigest(), in the caller's thread
-            self._error = exc
-        finally:
-            self._data = None
-
-    def hexdigest(self) -> str:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._hex
 
 
 def read_rows(ckpt: Checkpoint, ref: TensorRef, rows: list[int]) -> torch.Tensor:

@@ -4,16 +4,15 @@ count exactly what was read."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import mmap
 import os
-import threading
+import struct
 from pathlib import Path
 from typing import Protocol
 
 from ..errors import CorruptCheckpointError, LayoutError
+from .readahead import WARMER, prefetch
 
 
 class FileSource(Protocol):
@@ -26,108 +25,6 @@ class FileSource(Protocol):
     def describe(self, rel: str) -> str: ...  # for provenance and messages
     def revision(self) -> str | None: ...  # commit sha for repos, None for folders
     def warm(self, rel: str, offset: int, length: int) -> None: ...  # about to be read: start reading it now
-
-
-PREFETCH_ASYNC = 8 << 20  # ranges at least this long are prefetched from a thread, chunk after chunk
-
-
-@functools.cache
-def _readahead_bytes(device: int) -> int:
-    """The most one POSIX_FADV_WILLNEED call reads on this block device: max(read_ahead_kb, max_sectors_kb) (the
-    kernel caps each call there; a longer call silently reads only its first part). 1 MiB when sysfs won't say."""
-    device_dir = Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}")
-    for queue in (device_dir / "queue", device_dir.resolve().parent / "queue"):  # a disk, or a partition's disk
-        try:
-            kb = max(int((queue / name).read_text()) for name in ("read_ahead_kb", "max_sectors_kb"))
-        except (OSError, ValueError):
-            continue
-        return max(kb, 4) * 1024
-    return 1 << 20
-
-
-def _submit(path: str | os.PathLike, ranges: list[tuple[int, int]]) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        chunk = _readahead_bytes(os.fstat(fd).st_dev)
-        for offset, length in ranges:
-            for start in range(offset, offset + length, chunk):
-                os.posix_fadvise(fd, start, min(chunk, offset + length - start), os.POSIX_FADV_WILLNEED)
-    except OSError:
-        pass  # advice only: the page faults read what was not prefetched
-    finally:
-        os.close(fd)
-
-
-def prefetch(path: str | os.PathLike, offset: int, length: int) -> None:
-    """Ask the kernel to read exactly [offset, offset + length) of `path` into the page cache, asynchronously; long
-    ranges are submitted from a thread (posix_fadvise releases the GIL). No-op where posix_fadvise is missing."""
-    if length <= 0 or not hasattr(os, "posix_fadvise"):
-        return
-    if length < PREFETCH_ASYNC:
-        _submit(path, [(offset, length)])
-    else:
-        threading.Thread(target=_submit, args=(path, [(offset, length)]), name="eagle-convert-prefetch",
-                         daemon=True).start()
-
-
-class Warmer:
-    """Reads, on one background thread and in order, the byte ranges a conversion is about to use, so the disk works
-    ahead of the CPU (and while Python imports torch, ~1.5 s in which it would otherwise idle). Exact ranges only:
-    nothing past them is read. At most half the memory available when it started is queued, so on a small machine
-    pages are not read twice (read early, evicted, read again); what is left is read on demand."""
-
-    def __init__(self) -> None:
-        self._queue: list[tuple[str, list[tuple[int, int]]]] = []
-        self._seen: dict[str, list[tuple[int, int]]] = {}
-        self._budget = _available_memory() // 2
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def add(self, path: str | os.PathLike, offset: int, length: int) -> None:
-        if not hasattr(os, "posix_fadvise") or length <= 0 or self.covers(path, offset, length) or length > self._budget:
-            return
-        self._seen.setdefault(str(path), []).append((offset, length))
-        self._budget -= length
-        with self._lock:
-            self._queue.append((str(path), [(offset, length)]))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="eagle-convert-warm", daemon=True)
-                self._thread.start()
-
-    def covers(self, path: str | os.PathLike, offset: int, length: int) -> bool:
-        """Whether [offset, offset + length) of `path` lies inside one range already queued."""
-        return any(o <= offset and offset + length <= o + n for o, n in self._seen.get(str(path), ()))
-
-    def add_files(self, paths: list[Path]) -> None:
-        for path in paths:
-            with contextlib.suppress(OSError):
-                self.add(path, 0, path.stat().st_size)
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                if not self._queue:
-                    self._thread = None
-                    return
-                path, ranges = self._queue.pop(0)
-            _submit(path, ranges)
-
-
-def _available_memory() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0  # unknown: warm nothing, read on demand
-
-
-WARMER = Warmer()  # one per process: the CLI starts it on the draft before torch loads, the converter adds the rest
 
 
 class LocalSource:
@@ -168,7 +65,7 @@ class LocalSource:
                 mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
             if hasattr(os, "posix_fadvise") and hasattr(mmap, "MADV_RANDOM"):  # only where prefetch() works
                 mm.madvise(mmap.MADV_RANDOM)
-            self._maps[rel] = mm
+            mm = self._maps.setdefault(rel, mm)  # two writer threads may open the same file at once: one map wins
         if offset + length > len(mm):
             raise CorruptCheckpointError(
                 f"{self.root / rel} is truncated: {offset + length} bytes needed, {len(mm)} present.",
@@ -213,15 +110,6 @@ def find_weights(source: FileSource) -> tuple[str, dict[str, str], list[str]]:
                       "index of either.", "Point to a folder that holds the weight files.")
 
 
-def warm_local_checkpoint(folder: str) -> None:
-    """Start reading every weight file of a local checkpoint folder in the background (a draft: all of it is
-    converted). Best effort and silent: a folder that is not a checkpoint fails later, with the real message."""
-    with contextlib.suppress(Exception):
-        source = LocalSource(folder)
-        if source.exists("config.json"):
-            WARMER.add_files([source.local_path(rel) for rel in find_weights(source)[2]])
-
-
 def read_json(source: FileSource, rel: str) -> dict:
     data = bytes(source.read_range(rel, 0, source.size(rel)))
     try:
@@ -232,3 +120,29 @@ def read_json(source: FileSource, rel: str) -> dict:
         raise CorruptCheckpointError(f"{source.describe(rel)} holds a JSON {type(value).__name__}, not an object.",
                                      "Fix or re-download it.")
     return value
+
+
+MAX_HEADER_BYTES = 100 * 1024 * 1024  # safetensors' own limit
+HEADER_LEN_KEY, HEADER_KEY = "__header_len__", "__header__"  # a remote source caches a header's ranges under these
+
+
+def read_safetensors_header(source: FileSource, rel: str) -> tuple[dict, int]:
+    """The parsed JSON header of a safetensors file and the absolute offset where its data starts; reads 8 + header
+    length bytes and nothing else."""
+    where = source.describe(rel)
+    size = source.size(rel)
+    if size < 8:
+        raise CorruptCheckpointError(f"{where} is too short to be a safetensors file ({size} bytes).",
+                                     "Re-download it; the file is truncated.")
+    (header_len,) = struct.unpack("<Q", bytes(source.read_range(rel, 0, 8, key=HEADER_LEN_KEY)))
+    if header_len > MAX_HEADER_BYTES or 8 + header_len > size:
+        raise CorruptCheckpointError(f"{where} has an impossible header length ({header_len} bytes in a file of {size}).",
+                                     "The file is corrupt or truncated: re-download it.")
+    try:
+        header = json.loads(bytes(source.read_range(rel, 8, header_len, key=HEADER_KEY)))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptCheckpointError(f"{where} has a header that is not valid JSON ({exc}).",
+                                     "The file is corrupt: re-download it.") from exc
+    if not isinstance(header, dict):
+        raise CorruptCheckpointError(f"{where} has a header that is not a JSON object.", "The file is corrupt: re-download it.")
+    return header, 8 + header_len

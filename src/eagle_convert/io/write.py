@@ -14,8 +14,10 @@ import json
 import os
 import shutil
 import struct
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,32 +71,56 @@ def _header(tensors: list[OutTensor]) -> bytes:
 
 
 CHUNK_BYTES = 8 << 20  # the unit of casting, writing and comparing: one reused buffer, cache-hot throughout
+WRITERS = 2  # tensors in flight: copying into the page cache costs ~1 s/GB of CPU here, so two cores share it
 
 
-def write_safetensors(path: Path, tensors: list[OutTensor], produce: Callable[[OutTensor], torch.Tensor]) -> None:
-    """Stream `tensors` into `path`, calling `produce` for one tensor at a time.
+def write_safetensors(path: Path, tensors: list[OutTensor], produce: Callable[[OutTensor], torch.Tensor],
+                      writers: int = WRITERS) -> None:
+    """Stream `tensors` into `path`, `writers` tensors at a time (each at its own offset), calling `produce` for each.
 
     `produce` returns the tensor to write in its planned shape, either in the planned dtype or in one it is cast from
     here, chunk by chunk, through a small reused buffer (`.to()` would allocate the whole output: GBs of fresh pages).
-    The bytes written are not hashed: provenance hashes what is read, and what is written is checked byte for byte."""
+    The bytes written are not hashed: provenance hashes what is read, and what is written is checked byte for byte.
+    On any error the other writers stop at their next chunk, and all have stopped when this raises."""
     names = {t.name for t in tensors}
     header = _header(tensors)
-    with open(path, "wb") as f:
-        f.write(header)
-        f.truncate(len(header) + sum(t.nbytes for t in tensors))  # full size now: safetensors reloads it at once
-        f.flush()
-        _check_names(path, names)
-        offset = len(header)
-        for t in tensors:
+    offsets = [len(header)]
+    for t in tensors:
+        offsets.append(offsets[-1] + t.nbytes)
+    stop = threading.Event()
+
+    def write_one(t: OutTensor, offset: int) -> None:
+        if stop.is_set():
+            return
+        try:
             value = produce(t)
             if tuple(value.shape) != t.shape or not (value.dtype == t.dtype or (
                     value.dtype.is_floating_point and t.dtype.is_floating_point)):
                 raise AssertionError(f"{t.name}: produced {value.dtype} {tuple(value.shape)}, planned {t.dtype} "
                                      f"{t.shape}")
-            _write_tensor(f, path, t, value, offset)
-            offset += t.nbytes
-            del value
-        os.fsync(f.fileno())
+            _write_tensor(fd, path, t, value, offset, stop)
+        except BaseException:
+            stop.set()  # the other writer stops at its next chunk, and no new tensor starts
+            raise
+
+    with open(path, "wb") as f:
+        f.write(header)
+        f.truncate(offsets[-1])  # full size now: safetensors reloads it at once
+        f.flush()
+        _check_names(path, names)
+        fd = f.fileno()
+        # Our parallelism is the writers and the hashing threads; torch's own threads on top would oversubscribe.
+        with _torch_threads(1), ThreadPoolExecutor(writers, thread_name_prefix="eagle-convert-write") as pool:
+            jobs = [pool.submit(write_one, t, offset) for t, offset in zip(tensors, offsets)]
+            try:
+                for job in jobs:
+                    job.result()
+            except BaseException:
+                stop.set()
+                for job in jobs:
+                    job.cancel()
+                raise  # leaving the pool waits for the running writers, which stop at their next chunk
+        os.fsync(fd)
 
 
 def _check_names(path: Path, names: set[str]) -> None:
@@ -106,7 +132,7 @@ def _check_names(path: Path, names: set[str]) -> None:
                                     "This is a bug in eagle-convert: please report it with the command you ran.")
 
 
-def _write_tensor(f, path: Path, t: OutTensor, value: torch.Tensor, offset: int) -> None:
+def _write_tensor(fd: int, path: Path, t: OutTensor, value: torch.Tensor, offset: int, stop: threading.Event) -> None:
     """Write `value` as `t` at `offset`, chunk by chunk: cast it into a reused buffer, write it, compare it with the
     file's bytes as the safetensors library reloads them (a view of the file's pages, no copy), and start their
     writeback."""
@@ -122,19 +148,25 @@ def _write_tensor(f, path: Path, t: OutTensor, value: torch.Tensor, offset: int)
     step = max(1, CHUNK_BYTES // t.dtype.itemsize)
     buffer = torch.empty(min(step, flat.numel()), dtype=t.dtype) if value.dtype != t.dtype else None
     done = 0
-    with _torch_threads(1):  # the source hashing runs on the other core; torch's threads on top would oversubscribe
-        for start in range(0, flat.numel(), step):
-            piece = flat[start : start + step]
-            if buffer is not None:
-                piece = buffer[: piece.numel()].copy_(piece)  # the same conversion as .to(dtype)
-            data = tensor_bytes(piece)
-            f.write(data)
-            f.flush()
-            if not same_bytes(data, written[done : done + len(data)]):
-                raise VerificationError(f"{path.name}:{t.name} does not read back as written.",
-                                        "The disk or filesystem corrupted the output; check free space and retry.")
-            _start_writeback(f.fileno(), offset + done, len(data))
-            done += len(data)
+    for start in range(0, flat.numel(), step):
+        if stop.is_set():
+            return
+        piece = flat[start : start + step]
+        if buffer is not None:
+            piece = buffer[: piece.numel()].copy_(piece)  # the same conversion as .to(dtype)
+        data = tensor_bytes(piece)
+        _pwrite_all(fd, data, offset + done)
+        if not same_bytes(data, written[done : done + len(data)]):
+            raise VerificationError(f"{path.name}:{t.name} does not read back as written.",
+                                    "The disk or filesystem corrupted the output; check free space and retry.")
+        _start_writeback(fd, offset + done, len(data))
+        done += len(data)
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    while data:
+        n = os.pwrite(fd, data, offset)
+        data, offset = data[n:], offset + n
 
 
 def same_bytes(a: memoryview, b: memoryview) -> bool:

@@ -1,0 +1,140 @@
+"""sha256 of the bytes read, for provenance, computed off the writer's path.
+
+A `Digest` hashes one buffer on a thread of its own (hashlib releases the GIL). `PREHASH` hashes byte ranges of local
+files before they are needed: the CLI starts it on a local draft's tensors before importing torch, so one core hashes
+the draft (and reads it from disk) while the other spends ~1.5 s importing torch. A range is hashed from the file
+itself, so its digest is the sha256 of exactly the bytes a tensor read from that range is made of. Torch-free."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import mmap
+import os
+import struct
+import threading
+import zipfile
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from .readahead import WARMER
+from .source import LocalSource, find_weights, read_safetensors_header
+
+
+class Digest:
+    """The sha256 of a buffer, computed on a thread of its own, so hashing a tensor runs on one core while the
+    tensor is cast or written on another. The buffer is released as soon as it is hashed."""
+
+    def __init__(self, data: memoryview | None = None, *, future: Future | None = None):
+        self._future = future or Future()
+        if future is None:
+            threading.Thread(target=self._run, args=(data,), name="eagle-convert-sha256", daemon=True).start()
+
+    def _run(self, data: memoryview) -> None:
+        try:
+            self._future.set_result(hashlib.sha256(data).hexdigest())
+        except BaseException as exc:  # re-raised by hexdigest(), in the caller's thread
+            self._future.set_exception(exc)
+
+    def hexdigest(self) -> str:
+        return self._future.result()
+
+
+def hash_file_range(path: str, offset: int, length: int) -> str:
+    """sha256 of bytes [offset, offset + length) of `path`, through a read-only map (one GIL-free hashlib call)."""
+    with open(path, "rb") as f:
+        if length == 0:
+            return hashlib.sha256(b"").hexdigest()
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            view = memoryview(mm)[offset : offset + length]
+            try:
+                if len(view) != length:
+                    raise ValueError(f"{path} is shorter than {offset + length} bytes")
+                return hashlib.sha256(view).hexdigest()
+            finally:
+                view.release()
+
+
+def _identity(path: str) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class Prehasher:
+    """Hashes file ranges, in the order given, on one background thread; `take` hands out the pending digest of a
+    range that was queued, if its file has not changed since."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[tuple[str, int, int], tuple[tuple[int, int, int], Future]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+
+    def start(self, ranges: list[tuple[str, int, int]]) -> None:
+        for path, offset, length in ranges:
+            key = (os.path.realpath(path), offset, length)
+            if key in self._jobs:
+                continue
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="eagle-convert-prehash")
+            self._jobs[key] = (_identity(key[0]), self._pool.submit(hash_file_range, *key))
+
+    def take(self, path: str | os.PathLike, offset: int, length: int) -> Digest | None:
+        key = (os.path.realpath(path), offset, length)
+        job = self._jobs.pop(key, None)
+        if job is None:
+            return None
+        identity, future = job
+        with contextlib.suppress(OSError):
+            if _identity(key[0]) == identity:
+                return Digest(future=future)
+        future.cancel()
+        return None
+
+
+PREHASH = Prehasher()
+
+
+def torch_zip_records(path: str | os.PathLike) -> list[tuple[int, int]]:
+    """(offset, length) of every tensor storage record (`*/data/N`, stored uncompressed) in a torch zip checkpoint;
+    empty for anything else (the legacy pickle format, a compressed record). Reads the zip directory only."""
+    records = []
+    try:
+        with open(path, "rb") as f, zipfile.ZipFile(f) as z:
+            for info in z.infolist():
+                if "/data/" not in info.filename or info.filename.endswith("/"):
+                    continue
+                if info.compress_type != zipfile.ZIP_STORED:
+                    return []
+                f.seek(info.header_offset + 26)
+                name_len, extra_len = struct.unpack("<HH", f.read(4))
+                records.append((info.header_offset + 30 + name_len + extra_len, info.file_size))
+    except (OSError, zipfile.BadZipFile, struct.error):
+        return []
+    return records
+
+
+def tensor_ranges(folder: str | os.PathLike) -> list[tuple[str, int, int]]:
+    """The byte ranges holding a local checkpoint's tensors, in file order: safetensors tensors from their headers,
+    `.bin` storage records from the zip directory."""
+    source = LocalSource(folder)
+    ranges = []
+    for rel in find_weights(source)[2]:
+        path = str(source.local_path(rel))
+        if rel.endswith(".safetensors"):
+            header, data_start = read_safetensors_header(source, rel)
+            spans = sorted(tuple(e["data_offsets"]) for name, e in header.items() if name != "__metadata__")
+            ranges += [(path, data_start + begin, end - begin) for begin, end in spans]
+        else:
+            ranges += [(path, offset, length) for offset, length in torch_zip_records(path)]
+    return ranges
+
+
+def start_reading_local_draft(folder: str) -> None:
+    """Before torch loads: start reading a local draft's weight files (all of it is converted) and hashing its
+    tensors, in the background. Best effort and silent: a folder that is not a checkpoint fails later, with the
+    real message."""
+    with contextlib.suppress(Exception):
+        source = LocalSource(folder)
+        if source.exists("config.json"):
+            ranges = tensor_ranges(folder)  # first: its few small reads would queue behind the warm-up's
+            WARMER.add_files([source.local_path(rel) for rel in find_weights(source)[2]])
+            PREHASH.start(ranges)
