@@ -1,11 +1,11 @@
 """Conversion benchmark (issue 6): `eagle-convert convert` vs the hand-made recipe vs the I/O floor, on the shapes of
 a real draft/target pair, each run as its own process on the same files with their pages evicted first.
 
-    python scripts/bench_convert.py WORKDIR [--shape llama3-8b|llama2-70b] [--scale 1] [--repeat 1] [--clean]
+    python scripts/bench_convert.py WORKDIR [--shape llama3-8b|llama2-70b] [--scale 1] [--repeat 1] [--warmup 1]
 
 Builds (once, reused while the parameters match) a target in WORKDIR/<shape>-s<scale>/target and an EAGLE-1 head in
-.../draft, then runs, per repeat: (a) eagle-convert, (b) the recipe, (c) the floor; compares (a) and (b) tensor by
-tensor; prints a markdown table (and --json). For every run: wall time, CPU time, peak RssAnon and VmHWM (sampled
+.../draft, then runs, per round: (a) eagle-convert, (b) the recipe, (c) the floor (after --warmup rounds that are
+not counted; the order rotates from round to round); compares (a) and (b) tensor by tensor; prints a markdown table (and --json). For every run: wall time, CPU time, peak RssAnon and VmHWM (sampled
 every 10 ms from /proc/PID/status; wait4's ru_maxrss would include the forked parent's), bytes of the target's and
 the draft's files resident after the run (all their pages are evicted with POSIX_FADV_DONTNEED before it; counted
 with mincore), and the size of the output. The floor (c): read every byte of the draft's weight files and exactly
@@ -410,6 +410,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="bytes of every file x SCALE (default 1: real sizes)")
     ap.add_argument("--draft-dtype", choices=sorted(ITEMSIZE), help="override the head's storage dtype")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each, interleaved; the table shows medians")
+    ap.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted (default 1)")
     ap.add_argument("--only", default="convert,recipe,floor", help="comma-separated subset")
     ap.add_argument("--clean", action="store_true", help="delete the built checkpoints at the end")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
@@ -427,26 +428,31 @@ def main() -> None:
     spans.append(":".join(map(str, head)))
     only = args.only.split(",")
     runs: dict[str, list[dict]] = {k: [] for k in ("convert", "recipe", "floor") if k in only}
-    params["largest_output_tensor"] = out_bytes = 0
-    for r in range(args.repeat):
+    params["largest_output_tensor"] = 0
+    written = {"bytes": 0}
+    commands = {
+        "convert": lambda out: convert + ["convert", str(draft), "--target", str(target), "-o", str(out), "--to",
+                                          "vllm-v0", "--dtype", "bfloat16", "--quiet"],
+        "recipe": lambda out: [sys.executable, "-c", RECIPE, str(draft), str(target), str(out)],
+        "floor": lambda out: [sys.executable, "-c", FLOOR, str(out / "copy.bin"), str(written["bytes"]), *spans],
+    }
+    kinds = [k for k in commands if k in runs]
+    for r in range(-args.warmup, args.repeat):
         outs = {k: root / f"out-{k}" for k in runs}
         for o in outs.values():
             shutil.rmtree(o, ignore_errors=True)
-        if "convert" in runs:
-            runs["convert"].append(measure(convert + ["convert", str(draft), "--target", str(target), "-o",
-                                                      str(outs["convert"]), "--to", "vllm-v0", "--dtype", "bfloat16",
-                                                      "--quiet"], outs["convert"], draft, target))
-            out_bytes = runs["convert"][-1]["written"]
-            params["largest_output_tensor"] = largest_tensor(outs["convert"])
-        if "recipe" in runs:
-            runs["recipe"].append(measure([sys.executable, "-c", RECIPE, str(draft), str(target), str(outs["recipe"])],
-                                          outs["recipe"], draft, target))
-            out_bytes = out_bytes or runs["recipe"][-1]["written"]
-            params["largest_output_tensor"] = params["largest_output_tensor"] or largest_tensor(outs["recipe"])
-        if "floor" in runs:
-            out = outs["floor"] / "copy.bin"
-            runs["floor"].append(measure([sys.executable, "-c", FLOOR, str(out), str(out_bytes), *spans],
-                                         out, draft, target))
+        # The floor writes as many bytes as a conversion did, so it runs after one in the first round; later rounds
+        # rotate the order, so that no run always follows the same one (on this VM the first writes after a pause cost
+        # more: freed memory goes back to the host).
+        order = kinds if r <= 0 else kinds[r % len(kinds):] + kinds[: r % len(kinds)]
+        for kind in order:
+            target_file = outs[kind] / "copy.bin" if kind == "floor" else outs[kind]
+            result = measure(commands[kind](outs[kind]), target_file, draft, target)
+            if kind != "floor":
+                written["bytes"] = written["bytes"] or result["written"]
+                params["largest_output_tensor"] = params["largest_output_tensor"] or largest_tensor(outs[kind])
+            if r >= 0:
+                runs[kind].append(result | {"round": r})
         if r == 0 and {"convert", "recipe"} <= set(runs):
             same, why = compare(outs["convert"], outs["recipe"])
             params["identical"] = why if same else f"DIFFERENT: {why}"
@@ -491,8 +497,10 @@ def report(runs: dict[str, list[dict]], params: dict, lm_head: int, s: Shape, ar
           f"{(m['target_read'] - lm_head) / 1e3:.0f} KB): {'met' if m['target_read'] <= lm_head + MB else 'MISSED'}")
     if floor:
         best = med["convert"]["best_s"] / med["floor"]["best_s"]
+        paired = [a["wall_s"] / b["wall_s"] for a, b in zip(runs["convert"], runs["floor"])]
         print(f"- wall {m['wall_s']:.1f} s ≤ 1.3 × floor = {1.3 * floor:.1f} s: "
-              f"{'met' if m['wall_s'] <= 1.3 * floor else 'MISSED'} (best runs: {best:.2f} × floor)")
+              f"{'met' if m['wall_s'] <= 1.3 * floor else 'MISSED'} (best runs: {best:.2f} × floor; per round: "
+              f"{', '.join(f'{x:.2f}' for x in paired)})")
     if "identical" in params:
         print(f"- (a) vs (b): {params['identical']}")
 

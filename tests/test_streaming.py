@@ -17,7 +17,7 @@ import eagle_convert
 from eagle_convert import errors
 from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.io import digest as digest_module
-from eagle_convert.io import readahead
+from eagle_convert.io import early, readahead
 from eagle_convert.io.source import LocalSource
 from eagle_convert.io import write as write_module
 from eagle_convert.io.write import same_bytes
@@ -109,7 +109,7 @@ def test_warmer_queues_exact_ranges_once_within_its_budget(tmp_path, monkeypatch
 def test_prehashed_draft_gives_the_same_provenance(pair, tmp_path, draft_fmt):
     target, draft, _ = pair(draft_fmt=draft_fmt)
     eagle_convert.convert(str(draft), str(target), tmp_path / "plain")
-    digest_module.start_reading_local_draft(str(draft))
+    early.start_early_reads(str(draft), str(target))
     pending = dict(digest_module.PREHASH._jobs)
     assert len(pending) == len(Checkpoint(LocalSource(draft)).refs()) == 11  # every tensor of the draft, from the file
     eagle_convert.convert(str(draft), str(target), tmp_path / "prehashed")
@@ -146,7 +146,7 @@ def test_cli_starts_reading_the_draft_before_it_imports_torch(pair, tmp_path):
     target, draft, _ = pair()
     script = (
         "import sys\n"
-        "import eagle_convert.io.digest as d\n"
+        "import eagle_convert.io.early as d\n"
         "seen = []\n"
         "d.WARMER.add_files = lambda paths: seen.append(('torch' in sys.modules, sorted(p.name for p in paths)))\n"
         "start = d.PREHASH.start\n"
@@ -163,3 +163,19 @@ def test_cli_starts_reading_the_draft_before_it_imports_torch(pair, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[(False, ['pytorch_model.bin']), (False, 11)] 0"
     assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_early_target_reads_are_metadata_only(pair, monkeypatch):
+    target, _, _ = pair(shards=3)
+    reads = []
+    original = LocalSource.read_range
+
+    def spy(self, rel, offset, length, *, key=None):
+        reads.append((rel, key))
+        return original(self, rel, offset, length, key=key)
+
+    monkeypatch.setattr(LocalSource, "read_range", spy)
+    early.read_target_metadata(str(target))
+    assert reads == [("config.json", None), ("model.safetensors.index.json", None),
+                     ("model-00003-of-00003.safetensors", "__header_len__"),
+                     ("model-00003-of-00003.safetensors", "__header__")]

@@ -125,10 +125,10 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout."""
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
-    if not dry_run and os.path.isdir(draft):
-        from .io.digest import start_reading_local_draft
+    if not dry_run:
+        from .io.early import start_early_reads
 
-        start_reading_local_draft(draft)  # the disk reads it and a core hashes it while the next line imports torch
+        start_early_reads(draft, target)  # the disk reads the draft and a core hashes it while torch is imported
     run = _api().convert
 
     result = run(draft, target, out, to=to, dtype=dtype, dry_run=dry_run, force=force, drop=drop,

@@ -1,8 +1,8 @@
 """sha256 of the bytes read, for provenance, computed off the writer's path.
 
 A `Digest` hashes one buffer on a thread of its own (hashlib releases the GIL). `PREHASH` hashes byte ranges of local
-files before they are needed: the CLI starts it on a local draft's tensors before importing torch, so one core hashes
-the draft (and reads it from disk) while the other spends ~1.5 s importing torch. A range is hashed from the file
+files before they are needed: the CLI starts it on a local draft's tensors before importing torch (io/early.py), so
+one core hashes the draft (and reads it from disk) while the other spends ~1.5 s importing torch. A range is hashed from the file
 itself, so its digest is the sha256 of exactly the bytes a tensor read from that range is made of. Torch-free."""
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import zipfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from .readahead import WARMER
 from .source import LocalSource, find_weights, read_safetensors_header
 
 
@@ -126,15 +125,3 @@ def tensor_ranges(folder: str | os.PathLike) -> list[tuple[str, int, int]]:
         else:
             ranges += [(path, offset, length) for offset, length in torch_zip_records(path)]
     return ranges
-
-
-def start_reading_local_draft(folder: str) -> None:
-    """Before torch loads: start reading a local draft's weight files (all of it is converted) and hashing its
-    tensors, in the background. Best effort and silent: a folder that is not a checkpoint fails later, with the
-    real message."""
-    with contextlib.suppress(Exception):
-        source = LocalSource(folder)
-        if source.exists("config.json"):
-            ranges = tensor_ranges(folder)  # first: its few small reads would queue behind the warm-up's
-            WARMER.add_files([source.local_path(rel) for rel in find_weights(source)[2]])
-            PREHASH.start(ranges)
