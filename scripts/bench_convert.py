@@ -1,7 +1,7 @@
 """Conversion benchmark (issue 6): `eagle-convert convert` vs the hand-made recipe vs the I/O floor, on the shapes of
 a real draft/target pair, each run as its own process on the same files with their pages evicted first.
 
-    python scripts/bench_convert.py WORKDIR [--shape llama3-8b|llama2-70b] [--scale 1] [--repeat 1] [--warmup 1]
+    python scripts/bench_convert.py WORKDIR [--shape llama3-8b|llama2-70b] [--scale 1] [--repeat 3] [--warmup 1]
 
 Builds (once, reused while the parameters match) a target in WORKDIR/<shape>-s<scale>/target and an EAGLE-1 head in
 .../draft, then runs, per round: (a) eagle-convert, (b) the recipe, (c) the floor (after --warmup rounds that are
@@ -409,7 +409,7 @@ def main() -> None:
     ap.add_argument("--shape", choices=sorted(SHAPES), default="llama3-8b")
     ap.add_argument("--scale", type=float, default=1.0, help="bytes of every file x SCALE (default 1: real sizes)")
     ap.add_argument("--draft-dtype", choices=sorted(ITEMSIZE), help="override the head's storage dtype")
-    ap.add_argument("--repeat", type=int, default=1, help="runs of each, interleaved; the table shows medians")
+    ap.add_argument("--repeat", type=int, default=3, help="counted rounds (default 3); the table shows medians")
     ap.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted (default 1)")
     ap.add_argument("--only", default="convert,recipe,floor", help="comma-separated subset")
     ap.add_argument("--clean", action="store_true", help="delete the built checkpoints at the end")

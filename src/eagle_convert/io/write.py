@@ -98,7 +98,7 @@ def write_safetensors(path: Path, tensors: list[OutTensor], produce: Callable[[O
                     value.dtype.is_floating_point and t.dtype.is_floating_point)):
                 raise AssertionError(f"{t.name}: produced {value.dtype} {tuple(value.shape)}, planned {t.dtype} "
                                      f"{t.shape}")
-            _write_tensor(fd, path, t, value, offset, stop)
+            _write_tensor(fd, path, t, value, offset, stop, flusher)
         except BaseException:
             stop.set()  # the other writer stops at its next chunk, and no new tensor starts
             raise
@@ -110,7 +110,10 @@ def write_safetensors(path: Path, tensors: list[OutTensor], produce: Callable[[O
         _check_names(path, names)
         fd = f.fileno()
         # Our parallelism is the writers and the hashing threads; torch's own threads on top would oversubscribe.
-        with _torch_threads(1), ThreadPoolExecutor(writers, thread_name_prefix="eagle-convert-write") as pool:
+        # Writeback is started from a thread of its own: the block layer throttles it while reads are in flight
+        # (writeback throttling), and a writer that waited there would stop casting and copying too.
+        with _torch_threads(1), ThreadPoolExecutor(1, thread_name_prefix="eagle-convert-flush") as flusher, \
+                ThreadPoolExecutor(writers, thread_name_prefix="eagle-convert-write") as pool:
             jobs = [pool.submit(write_one, t, offset) for t, offset in zip(tensors, offsets)]
             try:
                 for job in jobs:
@@ -119,7 +122,7 @@ def write_safetensors(path: Path, tensors: list[OutTensor], produce: Callable[[O
                 stop.set()
                 for job in jobs:
                     job.cancel()
-                raise  # leaving the pool waits for the running writers, which stop at their next chunk
+                raise  # leaving the pools waits for the running writers, which stop at their next chunk
         os.fsync(fd)
 
 
@@ -132,10 +135,11 @@ def _check_names(path: Path, names: set[str]) -> None:
                                     "This is a bug in eagle-convert: please report it with the command you ran.")
 
 
-def _write_tensor(fd: int, path: Path, t: OutTensor, value: torch.Tensor, offset: int, stop: threading.Event) -> None:
+def _write_tensor(fd: int, path: Path, t: OutTensor, value: torch.Tensor, offset: int, stop: threading.Event,
+                  flusher: ThreadPoolExecutor) -> None:
     """Write `value` as `t` at `offset`, chunk by chunk: cast it into a reused buffer, write it, compare it with the
-    file's bytes as the safetensors library reloads them (a view of the file's pages, no copy), and start their
-    writeback."""
+    file's bytes as the safetensors library reloads them (a view of the file's pages, no copy), and have `flusher`
+    start their writeback."""
     from safetensors import safe_open
 
     with safe_open(str(path), framework="pt") as st:
@@ -159,7 +163,7 @@ def _write_tensor(fd: int, path: Path, t: OutTensor, value: torch.Tensor, offset
         if not same_bytes(data, written[done : done + len(data)]):
             raise VerificationError(f"{path.name}:{t.name} does not read back as written.",
                                     "The disk or filesystem corrupted the output; check free space and retry.")
-        _start_writeback(fd, offset + done, len(data))
+        flusher.submit(_start_writeback, fd, offset + done, len(data))
         done += len(data)
 
 
