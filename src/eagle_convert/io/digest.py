@@ -11,10 +11,11 @@ import contextlib
 import hashlib
 import mmap
 import os
+import queue
 import struct
 import threading
 import zipfile
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 from .source import LocalSource, find_weights, read_safetensors_header
@@ -60,21 +61,35 @@ def _identity(path: str) -> tuple[int, int, int]:
 
 
 class Prehasher:
-    """Hashes file ranges, in the order given, on one background thread; `take` hands out the pending digest of a
-    range that was queued, if its file has not changed since."""
+    """Hashes file ranges, in the order given, on one background (daemon) thread; `take` hands out the pending digest
+    of a range that was queued, if its file has not changed since. Daemon: a conversion that fails early exits at
+    once, without waiting for the rest of the draft to be hashed."""
 
     def __init__(self) -> None:
         self._jobs: dict[tuple[str, int, int], tuple[tuple[int, int, int], Future]] = {}
-        self._pool: ThreadPoolExecutor | None = None
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
 
     def start(self, ranges: list[tuple[str, int, int]]) -> None:
         for path, offset, length in ranges:
             key = (os.path.realpath(path), offset, length)
             if key in self._jobs:
                 continue
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="eagle-convert-prehash")
-            self._jobs[key] = (_identity(key[0]), self._pool.submit(hash_file_range, *key))
+            future: Future = Future()
+            self._jobs[key] = (_identity(key[0]), future)
+            self._queue.put((key, future))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="eagle-convert-prehash", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            key, future = self._queue.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(hash_file_range(*key))
+                except BaseException as exc:  # re-raised where the digest is used
+                    future.set_exception(exc)
 
     def take(self, path: str | os.PathLike, offset: int, length: int) -> Digest | None:
         key = (os.path.realpath(path), offset, length)
