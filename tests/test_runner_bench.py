@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from eagle_convert.errors import MissingTensorError, VerificationError
+from eagle_convert.errors import MissingTensorError, ShapeMismatchError, VerificationError
 from eagle_convert.runner import bench as bench_module
 from eagle_convert.runner.bench import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts, run_bench
 from eagle_convert.runner.chat import ChatTokenizer
@@ -134,7 +134,7 @@ def test_prompt_files(tmp_path):
 
 def test_mismatched_pair_is_refused():
     spec, tensors = read_golden_draft(GOLDEN / "eagle1-llama2" / "draft")
-    with pytest.raises(Exception, match="vocab 512 and hidden size 64"):
+    with pytest.raises(ShapeMismatchError, match="vocab_size is 512 but the target"):
         run_bench(GOLDEN / "eagle1-llama3" / "target", spec, strict_getter(tensors), prompts=["t1"], **QUIET)
 
 

@@ -10,18 +10,23 @@ from .spec import EAGLE1, DraftSpec
 from .target import TargetInfo
 
 
-def check_pair(spec: DraftSpec, target: TargetInfo) -> None:
-    label = target.checkpoint.label
+def check_sizes(spec: DraftSpec, hidden_size: int, vocab_size: int, label: str) -> None:
+    """The draft's input width and vocabulary against a target's (from its config, or a model already loaded)."""
     feature = spec.hidden_size if spec.kind == EAGLE1 else spec.target_hidden_size
-    if feature != target.hidden_size:
+    if feature != hidden_size:
         what = "hidden size" if spec.kind == EAGLE1 else "fc input (3 x target hidden)"
         raise ShapeMismatchError(
-            f"The draft's {what} expects target hidden size {feature}, but {label} has {target.hidden_size}.",
+            f"The draft's {what} expects target hidden size {feature}, but {label} has {hidden_size}.",
             "This head was trained for a different model: pass the target it was made for.")
-    if spec.vocab_size != target.vocab_size:
+    if spec.vocab_size != vocab_size:
         raise ShapeMismatchError(
-            f"The draft's vocab_size is {spec.vocab_size} but the target {label} has {target.vocab_size}.",
+            f"The draft's vocab_size is {spec.vocab_size} but the target {label} has {vocab_size}.",
             "The head and target use different tokenizers: pass the target the head was trained for.")
+
+
+def check_pair(spec: DraftSpec, target: TargetInfo) -> None:
+    label = target.checkpoint.label
+    check_sizes(spec, target.hidden_size, target.vocab_size, label)
     if spec.kind == EAGLE1:
         lm = target.lm_head()
         if lm.shape != (target.vocab_size, spec.hidden_size):

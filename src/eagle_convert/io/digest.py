@@ -16,7 +16,6 @@ import struct
 import threading
 import zipfile
 from concurrent.futures import Future
-from pathlib import Path
 
 from .source import LocalSource, find_weights, read_safetensors_header
 

@@ -40,7 +40,7 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 from eagle_convert.checkpoint import Checkpoint
-from eagle_convert.errors import MissingTensorError, ShapeMismatchError, VerificationError
+from eagle_convert.errors import MissingTensorError, VerificationError
 from eagle_convert.io.read import read_tensor
 from eagle_convert.io.source import LocalSource
 from eagle_convert.runner.chat import ChatTokenizer, load_eos_token_ids
@@ -50,6 +50,7 @@ from eagle_convert.runner.model import TargetModel
 from eagle_convert.runner.prompts import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts  # noqa: F401 (re-exported)
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.spec import DraftSpec
+from eagle_convert.validate import check_sizes
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}
@@ -80,16 +81,6 @@ def load_target(target_path: str | Path, *, dtype: torch.dtype, device, aux_laye
         return read_tensor(ckpt, ckpt.ref(name))
 
     return TargetModel(ckpt.config, get_tensor, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids)
-
-
-def _check_pair(spec: DraftSpec, target: TargetModel):
-    cfg = target.config
-    target_hidden = spec.target_hidden_size if spec.is_eagle3 and spec.target_hidden_size else spec.hidden_size
-    if spec.vocab_size != cfg.vocab_size or target_hidden != cfg.hidden_size:
-        raise ShapeMismatchError(
-            f"The draft expects a target with vocab {spec.vocab_size} and hidden size {target_hidden}; this target "
-            f"has vocab {cfg.vocab_size} and hidden size {cfg.hidden_size}.",
-            "Bench the head against the target it was trained for.")
 
 
 def _first_divergence(spec_turns: list[list[int]], base_turns: list[list[int]]) -> dict | None:
@@ -217,7 +208,7 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
     config = json.loads((Path(target_path) / "config.json").read_text())
     aux_ids = aux_layer_ids_for(draft_spec, config["num_hidden_layers"])
     target = load_target(target_path, dtype=dtype, device=device, aux_layer_ids=aux_ids)
-    _check_pair(draft_spec, target)
+    check_sizes(draft_spec, target.config.hidden_size, target.config.vocab_size, str(target_path))
     head = build_draft_head(draft_spec, draft_get_tensor, target_embedding=target.embed_weight,
                             target_lm_head=target.lm_head_weight, dtype=dtype, device=device)
 
