@@ -91,18 +91,37 @@ def test_warmer_queues_exact_ranges_once_within_its_budget(tmp_path, monkeypatch
     monkeypatch.setattr(readahead, "_available_memory", lambda: 2_000)
     f = tmp_path / "weights"
     f.write_bytes(bytes(1_500))
-    warmer = readahead.Warmer()  # budget: half the available memory, 1000 bytes
+    warmer = readahead.Warmer()  # budget: half the memory available at the first range, 1000 bytes
+
+    def drained() -> list:
+        for _ in range(100):
+            if warmer._thread is None:
+                break
+            warmer._thread.join(0.1)
+        queued = list(submitted)
+        submitted.clear()
+        return queued
+
     warmer.add(f, 100, 400)
     warmer.add(f, 200, 100)  # inside a queued range: nothing new
-    warmer.add(f, 0, 700)  # over what is left of the budget (600): read on demand instead
+    warmer.add(f, 0, 700)  # 600 bytes of budget left: its first 600 bytes are queued, the rest read on demand
+    warmer.add(f, 600, 600)  # no budget left
+    assert drained() == [(str(f), [(100, 400)]), (str(f), [(0, 600)])]
+    assert warmer.covers(f, 150, 300) and warmer.covers(f, 0, 600) and not warmer.covers(f, 0, 700)
+    assert not warmer.covers(f, 700, 500) and not warmer.covers(tmp_path / "other", 150, 10)
+    warmer.forget()  # the next conversion: nothing is trusted to be cached, and the budget is measured again
+    assert not warmer.covers(f, 150, 300)
     warmer.add(f, 600, 600)
-    assert warmer.covers(f, 150, 300) and not warmer.covers(f, 50, 100) and not warmer.covers(f, 0, 700)
-    assert warmer.covers(f, 700, 500) and not warmer.covers(tmp_path / "other", 150, 10)
-    for _ in range(100):
-        if warmer._thread is None:
-            break
-        warmer._thread.join(0.1)
-    assert submitted == [(str(f), [(100, 400)]), (str(f), [(600, 600)])]
+    assert drained() == [(str(f), [(600, 600)])]
+
+
+def test_reading_state_is_cleared_after_each_conversion(pair):
+    target, draft, _ = pair()
+    early.start_early_reads(str(draft), str(target))
+    assert readahead.WARMER._seen and digest_module.PREHASH._jobs
+    with pytest.raises(errors.OutputPathError):
+        eagle_convert.convert(str(draft), str(target), draft / "inside")  # fails before writing anything
+    assert not readahead.WARMER._seen and not digest_module.PREHASH._jobs
 
 
 @pytest.mark.parametrize("draft_fmt", ["bin", "safetensors"])

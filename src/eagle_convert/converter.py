@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from .derive import FoldReport, fold_fc_bias, sampled_rows
 from .draft import DraftHead, load_draft
 from .errors import OutputPathError
 from .io.digest import PREHASH, Digest
+from .io.readahead import WARMER
 from .io.read import read_rows, read_tensor, tensor_bytes
 from .io.write import OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
 from .modelcard import model_card
@@ -70,6 +72,22 @@ def check_out_path(out: Path, inputs: list[InputRef], force: bool) -> None:
         raise OutputPathError(f"{out} already exists.", "Pass --force to replace it, or choose another -o folder.")
 
 
+def _one_conversion_of_reading_state(fn):
+    """Read-ahead and pre-hashing state (io/readahead.py, io/digest.py) belongs to one conversion: cleared when it
+    ends, however it ends, so that a long-lived process never trusts a range read ahead long ago."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            WARMER.forget()
+            PREHASH.forget()
+
+    return wrapper
+
+
+@_one_conversion_of_reading_state
 def convert(draft: str, target: str, out: str | Path | None = None, *, to: str = "vllm-v0", dtype: str = "auto",
             dry_run: bool = False, force: bool = False, drop: tuple[str, ...] = (), max_shard_size: str | int = "5GB",
             fc_bias: str = "error", verifier: str | None = None, num_speculative_tokens: int = 3,

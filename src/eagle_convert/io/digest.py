@@ -90,6 +90,13 @@ class Prehasher:
                 except BaseException as exc:  # re-raised where the digest is used
                     future.set_exception(exc)
 
+    def forget(self) -> None:
+        """Drop the ranges nobody took (a tensor the conversion dropped, or one that never ran): those not started
+        are not hashed at all."""
+        jobs, self._jobs = self._jobs, {}
+        for _, future in jobs.values():
+            future.cancel()
+
     def take(self, path: str | os.PathLike, offset: int, length: int) -> Digest | None:
         key = (os.path.realpath(path), offset, length)
         job = self._jobs.pop(key, None)

@@ -59,22 +59,32 @@ def prefetch(path: str | os.PathLike, offset: int, length: int) -> None:
 class Warmer:
     """Reads, on one background thread and in order, the byte ranges a conversion is about to use, so the disk works
     ahead of the CPU (and while Python imports torch, ~1.5 s in which it would otherwise idle). Exact ranges only:
-    nothing past them is read. At most half the memory available when it started is queued, so on a small machine
-    pages are not read twice (read early, evicted, read again); what is left is read on demand."""
+    nothing past them is read. At most half the memory available when the conversion started is queued, so on a small
+    machine pages are not read twice (read early, evicted, read again); what is left is read on demand. Its state
+    only saves work: `forget` it when a conversion ends (a range read long ago may have been evicted since)."""
 
     def __init__(self) -> None:
         self._queue: list[tuple[str, list[tuple[int, int]]]] = []
-        self._seen: dict[str, list[tuple[int, int]]] = {}
-        self._budget = _available_memory() // 2
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self.forget()
+
+    def forget(self) -> None:
+        with self._lock:
+            self._seen: dict[str, list[tuple[int, int]]] = {}
+            self._budget: int | None = None  # measured when the next conversion queues its first range
 
     def add(self, path: str | os.PathLike, offset: int, length: int) -> None:
-        if not hasattr(os, "posix_fadvise") or length <= 0 or self.covers(path, offset, length) or length > self._budget:
+        if not hasattr(os, "posix_fadvise") or length <= 0 or self.covers(path, offset, length):
             return
-        self._seen.setdefault(str(path), []).append((offset, length))
-        self._budget -= length
         with self._lock:
+            if self._budget is None:
+                self._budget = _available_memory() // 2
+            length = min(length, self._budget)  # the rest is read on demand
+            if length <= 0:
+                return
+            self._budget -= length
+            self._seen.setdefault(str(path), []).append((offset, length))
             self._queue.append((str(path), [(offset, length)]))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="eagle-convert-warm", daemon=True)
