@@ -18,6 +18,7 @@ SAFETENSORS_DTYPES = {
 }
 SAFETENSORS_CODES = {dtype: code for code, dtype in SAFETENSORS_DTYPES.items()}
 
+
 def nbytes_of(dtype: torch.dtype, shape: tuple[int, ...]) -> int:
     n = dtype.itemsize
     for d in shape:

@@ -2,8 +2,9 @@
 
 A `Digest` hashes one buffer on a thread of its own (hashlib releases the GIL). `PREHASH` hashes byte ranges of local
 files before they are needed: the CLI starts it on a local draft's tensors before importing torch (io/early.py), so
-one core hashes the draft (and reads it from disk) while the other spends ~1.5 s importing torch. A range is hashed from the file
-itself, so its digest is the sha256 of exactly the bytes a tensor read from that range is made of. Torch-free."""
+one core hashes the draft (and reads it from disk) while the other spends ~1.5 s importing torch. A range is hashed
+from the file itself, so its digest is the sha256 of exactly the bytes a tensor read from that range is made of.
+Torch-free."""
 
 from __future__ import annotations
 
