@@ -21,6 +21,11 @@ from dataclasses import dataclass, field
 EAGLE1 = "eagle1"
 EAGLE3 = "eagle3"
 
+# The target tensors a head takes from its model (Hugging Face names): the LM head, and the input embedding, which is
+# also the LM head of a target with tied embeddings. Here, not in target.py, so that torch-free code can name them.
+TARGET_LM_HEAD = "lm_head.weight"
+TARGET_EMBED = "model.embed_tokens.weight"
+
 # The reference implementation and transformers' Llama both use this base when a config has no rope_theta.
 DEFAULT_ROPE_THETA = 10000.0
 

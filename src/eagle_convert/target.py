@@ -8,9 +8,9 @@ import torch
 
 from .checkpoint import Checkpoint, TensorRef
 from .errors import LayoutError, MissingTensorError
+from .spec import TARGET_EMBED as EMBED
+from .spec import TARGET_LM_HEAD as LM_HEAD
 
-EMBED = "model.embed_tokens.weight"
-LM_HEAD = "lm_head.weight"
 DTYPE_NAMES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 

@@ -11,10 +11,11 @@ import contextlib
 from pathlib import Path
 
 from .digest import PREHASH, tensor_ranges
+from ..spec import TARGET_EMBED, TARGET_LM_HEAD
 from .readahead import WARMER
 from .source import LocalSource, find_weights, read_json, read_safetensors_header
 
-LM_HEAD_NAMES = ("lm_head.weight", "model.embed_tokens.weight")  # an untied target's, then a tied one's
+LM_HEAD_NAMES = (TARGET_LM_HEAD, TARGET_EMBED)  # an untied target's, then a tied one's
 
 
 def read_target_metadata(folder: str) -> None:
