@@ -122,7 +122,7 @@ def test_sampling_and_no_baseline(tmp_path):
 def test_prompt_files(tmp_path):
     path = tmp_path / "prompts.jsonl"
     path.write_text('{"question_id": 81, "category": "writing", "turns": ["a", "b"]}\n\n{"prompt": "c"}\n')
-    assert load_prompts(path) == [Prompt("81", ("a", "b")), Prompt("3", ("c",))]
+    assert load_prompts(path) == [Prompt("81", ("a", "b"), category="writing"), Prompt("3", ("c",))]
     path.write_text('{"question_id": 1, "turns": []}\n')
     with pytest.raises(PromptFileError, match="line 1"):
         load_prompts(path)

@@ -3,55 +3,14 @@ and one-paragraph messages. Results go to stdout (`--json` for machines); notes,
 
 from __future__ import annotations
 
-import functools
 import gc
 import json
-import os
-import sys
-import textwrap
 
 import click
 
 from . import __version__
-from .errors import EagleConvertError
+from .cli_errors import EXIT_ERROR, EXIT_GATE, EXIT_USAGE, handle_errors, paragraph  # noqa: F401 (exit codes re-exported)
 from .formats import LAYOUTS, output_layouts
-
-EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 1, 2, 3
-
-
-def _paragraph(text: str) -> str:
-    return textwrap.fill(" ".join(text.split()), width=100)
-
-
-def handle_errors(fn):
-    """Typed library errors -> one paragraph on stderr and exit 1; tracebacks only with EAGLE_CONVERT_DEBUG=1."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except EagleConvertError as exc:
-            if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
-                raise
-            _fail(kwargs, f"error: {exc.message} {exc.hint}", type(exc).__name__)
-        except OSError as exc:  # disk full, permission denied...: not our typed errors, still one paragraph
-            if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
-                raise
-            _fail(kwargs, f"error: {exc}. Nothing was written; fix the cause (free space, permissions) and retry.",
-                  type(exc).__name__)
-        except KeyboardInterrupt:
-            click.echo("interrupted: nothing was written.", err=True)
-            sys.exit(130)
-
-    return wrapper
-
-
-def _fail(kwargs: dict, message: str, kind: str) -> None:
-    if kwargs.get("as_json"):
-        click.echo(json.dumps({"ok": False, "error": kind, "message": message.removeprefix("error: ")}))
-    click.echo(_paragraph(message), err=True)
-    sys.exit(EXIT_ERROR)
-
 
 def _size(value: str) -> int:
     from .units import parse_size
@@ -77,7 +36,7 @@ def _emit(as_json: bool, payload: dict, human: str) -> None:
 
 def _note(lines, prefix: str) -> None:
     for line in lines:
-        click.echo(_paragraph(f"{prefix}: {line}"), err=True)
+        click.echo(paragraph(f"{prefix}: {line}"), err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -125,16 +84,21 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout."""
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
-    if not dry_run:
-        from .io.early import start_early_reads
+    from .io import background
 
-        start_early_reads(draft, target)  # the disk reads the draft and a core hashes it while torch is imported
-    run = _api().convert
+    try:
+        if not dry_run:
+            from .io.early import start_early_reads
 
-    result = run(draft, target, out, to=to, dtype=dtype, dry_run=dry_run, force=force, drop=drop,
-                 max_shard_size=max_shard_size, fc_bias=fc_bias, verifier=verifier,
-                 num_speculative_tokens=num_speculative_tokens, revision=revision, target_revision=target_revision,
-                 token=token, offline=offline, progress=not quiet and not as_json, check_embedding=check_embedding)
+            start_early_reads(draft, target)  # the disk reads the draft and a core hashes it while torch is imported
+        run = _api().convert
+        result = run(draft, target, out, to=to, dtype=dtype, dry_run=dry_run, force=force, drop=drop,
+                     max_shard_size=max_shard_size, fc_bias=fc_bias, verifier=verifier,
+                     num_speculative_tokens=num_speculative_tokens, revision=revision,
+                     target_revision=target_revision, token=token, offline=offline,
+                     progress=not quiet and not as_json, check_embedding=check_embedding)
+    finally:
+        background.finish()  # convert() did already, unless it never started: nothing may outlive the command
     plan = result.plan
     _note(result.draft.notes + result.target.notes + list(plan.notes), "note")
     _note([f"dropped {n}: {r}" for n, r in plan.dropped], "note")

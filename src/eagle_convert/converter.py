@@ -14,13 +14,14 @@ from .checkpoint import Checkpoint
 from .derive import FoldReport, fold_fc_bias, sampled_rows
 from .draft import DraftHead, load_draft
 from .errors import OutputPathError
+from .io import background
 from .io.digest import PREHASH, Digest
 from .io.readahead import WARMER
 from .io.read import read_rows, read_tensor, tensor_bytes
 from .io.write import OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
 from .modelcard import model_card
 from .plan import FOLD, ZEROS, Plan, PlannedTensor, build_plan
-from .resolve import InputRef, open_input
+from .resolve import InputRef, absolute_if_local, open_input
 from .target import TargetInfo, read_target
 from .units import parse_size
 from .validate import check_vocab_map
@@ -74,7 +75,8 @@ def check_out_path(out: Path, inputs: list[InputRef], force: bool) -> None:
 
 def _one_conversion_of_reading_state(fn):
     """Read-ahead and pre-hashing state (io/readahead.py, io/digest.py) belongs to one conversion: cleared when it
-    ends, however it ends, so that a long-lived process never trusts a range read ahead long ago."""
+    ends, however it ends (success, error, Ctrl-C), so that a long-lived process never trusts a range read ahead long
+    ago; and every background thread it started is stopped and joined before it returns (io/background.py)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -83,6 +85,7 @@ def _one_conversion_of_reading_state(fn):
         finally:
             WARMER.forget()
             PREHASH.forget()
+            background.finish()
 
     return wrapper
 
@@ -105,8 +108,10 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
         check_out_path(Path(out), [draft_in, target_in], force)
     target_info = read_target(target_in.checkpoint)
     head = load_draft(draft_in.checkpoint, target_info.config, drop=tuple(drop))
-    plan = build_plan(head, target_info, to=to, dtype=dtype, fc_bias=fc_bias, verifier=verifier,
-                      target_label=target_in.label, out_label=str(out) if out else "OUT",
+    # Names written into configs and the serve command work from any folder: local paths absolute, repo ids as ids.
+    plan = build_plan(head, target_info, to=to, dtype=dtype, fc_bias=fc_bias,
+                      verifier=absolute_if_local(verifier) if verifier else None, target_label=target_in.serve_name,
+                      out_label=str(Path(out).resolve()) if out else "OUT",
                       num_speculative_tokens=num_speculative_tokens)
     _check_vocab_map(head)
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None)

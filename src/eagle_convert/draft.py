@@ -159,11 +159,9 @@ def _build_spec(kind, cfg, tensors, target_config, notes, label) -> DraftSpec:
         if aux is not None:
             notes.append(f"aux layer ids not in the config: using the EAGLE-3 default {list(aux)} (2, L//2, L-3 for "
                          f"a {num_layers}-layer target), written explicitly")
-    if cfg.get("norm_before_residual"):
-        raise LayoutError(f"{label}: norm_before_residual is true; EAGLE-3 heads from SafeAILab/SpecForge use the "
-                          "un-normed residual.", "Check where the head came from; this variant is not supported.")
     return DraftSpec(kind=EAGLE3, draft_vocab_size=draft_vocab, target_hidden_size=target_hidden,
-                     aux_layer_ids=tuple(int(i) for i in aux) if aux is not None else None, **common)
+                     aux_layer_ids=tuple(int(i) for i in aux) if aux is not None else None,
+                     norm_before_residual=bool(cfg.get("norm_before_residual")), **common)
 
 
 def tensor_reader(head: DraftHead):

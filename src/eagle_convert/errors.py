@@ -56,3 +56,7 @@ class VerificationError(EagleConvertError, RuntimeError):
 
 class HubError(EagleConvertError, OSError):
     """A Hugging Face Hub problem: unknown or gated repo, missing revision, network failure, offline cache miss."""
+
+
+class IncomparableReportError(EagleConvertError, ValueError):
+    """A stored bench report that was made with other settings or prompts than the run it is compared with."""

@@ -105,6 +105,9 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
     spec = head.spec
     canonical = frozenset(head.tensors)
     refusal = layout.refusal(spec, canonical)
+    if spec.norm_before_residual:  # bench runs it (as vLLM would); no output layout here states it yet
+        refusal = ("its config has norm_before_residual: true (the residual taken after hidden_norm), which "
+                   "SafeAILab / SpecForge heads do not use and eagle-convert does not write")
     if refusal:
         raise UnsupportedConversionError(f"Cannot write this {spec.kind.upper()} head as --to {to}: {refusal}.",
                                          "`eagle-convert layouts` lists which layouts hold which heads.")

@@ -22,9 +22,21 @@ class InputRef:
     commit_sha: str | None = None
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def serve_name(self) -> str:
+        """How an engine started from any folder finds this input: a local folder's absolute path, or the repo id."""
+        return str(self.local_dir.resolve()) if self.local_dir is not None else (self.repo_id or self.label)
+
     def to_dict(self) -> dict:
         return {"path": str(self.local_dir) if self.local_dir else None, "repo_id": self.repo_id,
                 "commit_sha": self.commit_sha, "notes": self.notes}
+
+
+def absolute_if_local(name: str) -> str:
+    """A path to an existing local folder made absolute (a config or command that names it then works from any
+    folder); anything else (a repo id) unchanged."""
+    path = Path(name).expanduser()
+    return str(path.resolve()) if path.is_dir() else name
 
 
 def open_input(name: str | Path, *, revision: str | None = None, token: str | None = None,

@@ -48,6 +48,9 @@ class DraftSpec:
     draft_vocab_size: int | None = None  # EAGLE-3 only
     target_hidden_size: int | None = None  # EAGLE-3: fc input is 3 * target_hidden_size
     aux_layer_ids: tuple[int, ...] | None = None  # EAGLE-3: target layers whose *inputs* are the features
+    # EAGLE-3: the residual is taken after hidden_norm (vLLM's `norm_before_residual: true`); released heads take it
+    # before. Read so that bench runs what an engine would run; convert still refuses it (plan.py).
+    norm_before_residual: bool = False
     base_model_type: str = "llama"  # "llama" or "qwen2": which HF family the inner config names
     hidden_act: str = "silu"
     extra: dict = field(default_factory=dict, compare=False)  # other source config keys, kept for output configs

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import shlex
 from dataclasses import dataclass
 
 from ..spec import EAGLE1, EAGLE3, DraftSpec
@@ -85,7 +86,7 @@ class Layout:
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
         config = {"method": METHOD[spec.kind], "model": ctx.out_label,
                   "num_speculative_tokens": ctx.num_speculative_tokens}
-        return f"vllm serve {ctx.target_label} --speculative-config '{json.dumps(config)}'"
+        return f"vllm serve {shlex.quote(ctx.target_label)} --speculative-config {shlex.quote(json.dumps(config))}"
 
 
 def has_layer_prefix(names: frozenset[str], prefix: str) -> bool:

@@ -4,6 +4,8 @@ target's embedding and LM head; its fc always has a bias, so a head without one 
 
 from __future__ import annotations
 
+import shlex
+
 from ..spec import EAGLE1, EAGLE3, DraftSpec
 from .base import EAGLE1_NAMES, EAGLE3_NAMES, LAYER, Layout, OutputContext, base_inner_config, rename_prefix
 from .registry import register
@@ -50,6 +52,6 @@ class SGLang(Layout):
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
         algo = "EAGLE3" if spec.kind == EAGLE3 else "EAGLE"
-        return (f"python -m sglang.launch_server --model {ctx.target_label} --speculative-algorithm {algo} "
-                f"--speculative-draft-model-path {ctx.out_label} --speculative-num-steps {ctx.num_speculative_tokens} "
+        return (f"python -m sglang.launch_server --model {shlex.quote(ctx.target_label)} --speculative-algorithm {algo} "
+                f"--speculative-draft-model-path {shlex.quote(ctx.out_label)} --speculative-num-steps {ctx.num_speculative_tokens} "
                 f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {ctx.num_speculative_tokens + 1}")

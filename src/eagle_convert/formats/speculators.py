@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from ..spec import EAGLE3, DraftSpec
 from .base import Layout, OutputContext, base_inner_config, eagle3_fields
 from .registry import register
@@ -68,4 +70,4 @@ class Speculators(Layout):
         return EAGLE3_IDENTITY_D2T
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
-        return f"vllm serve {ctx.out_label}  # loads the verifier named in its config: {ctx.verifier or ctx.target_label}"
+        return f"vllm serve {shlex.quote(ctx.out_label)}  # loads the verifier named in its config: {ctx.verifier or ctx.target_label}"

@@ -3,6 +3,8 @@ with no top-level `architectures`; the target's LM head and the embedding splice
 
 from __future__ import annotations
 
+import shlex
+
 from ..spec import EAGLE1, DraftSpec
 from .base import EAGLE1_NAMES, Layout, OutputContext, base_inner_config
 from .registry import register
@@ -43,5 +45,5 @@ class VllmV0(Layout):
         return {n: n for n in sorted(canonical | {"embed_tokens.weight", "lm_head.weight"}) if n in EAGLE1_NAMES}
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
-        return (f"vllm serve {ctx.target_label} --speculative-model {ctx.out_label} "
+        return (f"vllm serve {shlex.quote(ctx.target_label)} --speculative-model {shlex.quote(ctx.out_label)} "
                 f"--num-speculative-tokens {ctx.num_speculative_tokens}  # vLLM 0.6-0.9 with VLLM_USE_V1=0")

@@ -12,13 +12,26 @@ import contextlib
 import hashlib
 import mmap
 import os
-import queue
 import struct
 import threading
 import zipfile
+from collections import deque
 from concurrent.futures import Future
 
+from . import background
 from .source import LocalSource, find_weights, read_safetensors_header
+
+HASH_STEP = 16 << 20  # bytes hashed between two looks at background.CANCEL (~20 ms of one core)
+
+
+def _sha256(data: memoryview) -> str:
+    """hashlib.sha256(data), in steps, so that background.finish() stops it within one step."""
+    digest = hashlib.sha256()
+    for start in range(0, len(data), HASH_STEP):
+        if background.CANCEL.is_set():
+            raise background.Cancelled("hashing stopped: the conversion ended")
+        digest.update(data[start : start + HASH_STEP])
+    return digest.hexdigest()
 
 
 class Digest:
@@ -28,13 +41,15 @@ class Digest:
     def __init__(self, data: memoryview | None = None, *, future: Future | None = None):
         self._future = future or Future()
         if future is None:
-            threading.Thread(target=self._run, args=(data,), name="eagle-convert-sha256", daemon=True).start()
+            background.start(self._run, data, name="eagle-convert-sha256")
 
     def _run(self, data: memoryview) -> None:
         try:
-            self._future.set_result(hashlib.sha256(data).hexdigest())
+            self._future.set_result(_sha256(data))
         except BaseException as exc:  # re-raised by hexdigest(), in the caller's thread
             self._future.set_exception(exc)
+        finally:
+            del data  # the buffer (a tensor's pages) is released here, by the hashing thread, before it ends
 
     def hexdigest(self) -> str:
         return self._future.result()
@@ -50,7 +65,7 @@ def hash_file_range(path: str, offset: int, length: int) -> str:
             try:
                 if len(view) != length:
                     raise ValueError(f"{path} is shorter than {offset + length} bytes")
-                return hashlib.sha256(view).hexdigest()
+                return _sha256(view)
             finally:
                 view.release()
 
@@ -61,30 +76,37 @@ def _identity(path: str) -> tuple[int, int, int]:
 
 
 class Prehasher:
-    """Hashes file ranges, in the order given, on one background (daemon) thread; `take` hands out the pending digest
-    of a range that was queued, if its file has not changed since. Daemon: a conversion that fails early exits at
-    once, without waiting for the rest of the draft to be hashed."""
+    """Hashes file ranges, in the order given, on one background thread; `take` hands out the pending digest of a
+    range that was queued, if its file has not changed since. The thread ends when the queue is empty, and
+    background.finish() stops it within a hash step: a conversion that fails early exits at once, without waiting
+    for the rest of the draft to be hashed."""
 
     def __init__(self) -> None:
         self._jobs: dict[tuple[str, int, int], tuple[tuple[int, int, int], Future]] = {}
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._queue: deque[tuple[tuple[str, int, int], Future]] = deque()
+        self._lock = threading.Lock()
+        self._running = False  # a hashing thread is on the queue (it clears this, under the lock, when it is empty)
 
     def start(self, ranges: list[tuple[str, int, int]]) -> None:
-        for path, offset, length in ranges:
-            key = (os.path.realpath(path), offset, length)
-            if key in self._jobs:
-                continue
-            future: Future = Future()
-            self._jobs[key] = (_identity(key[0]), future)
-            self._queue.put((key, future))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="eagle-convert-prehash", daemon=True)
-            self._thread.start()
+        with self._lock:
+            for path, offset, length in ranges:
+                key = (os.path.realpath(path), offset, length)
+                if key in self._jobs:
+                    continue
+                future: Future = Future()
+                self._jobs[key] = (_identity(key[0]), future)
+                self._queue.append((key, future))
+            if not self._running and self._queue:
+                self._running = True
+                background.start(self._run, name="eagle-convert-prehash")
 
     def _run(self) -> None:
         while True:
-            key, future = self._queue.get()
+            with self._lock:
+                if not self._queue:
+                    self._running = False
+                    return
+                key, future = self._queue.popleft()
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(hash_file_range(*key))
@@ -94,13 +116,16 @@ class Prehasher:
     def forget(self) -> None:
         """Drop the ranges nobody took (a tensor the conversion dropped, or one that never ran): those not started
         are not hashed at all."""
-        jobs, self._jobs = self._jobs, {}
+        with self._lock:
+            jobs, self._jobs = self._jobs, {}
+            self._queue.clear()
         for _, future in jobs.values():
             future.cancel()
 
     def take(self, path: str | os.PathLike, offset: int, length: int) -> Digest | None:
         key = (os.path.realpath(path), offset, length)
-        job = self._jobs.pop(key, None)
+        with self._lock:
+            job = self._jobs.pop(key, None)
         if job is None:
             return None
         identity, future = job

@@ -11,6 +11,8 @@ import os
 import threading
 from pathlib import Path
 
+from . import background
+
 PREFETCH_ASYNC = 8 << 20  # ranges at least this long are prefetched from a thread, chunk after chunk
 
 
@@ -37,6 +39,8 @@ def _submit(path: str | os.PathLike, ranges: list[tuple[int, int]]) -> None:
         chunk = _readahead_bytes(os.fstat(fd).st_dev)
         for offset, length in ranges:
             for start in range(offset, offset + length, chunk):
+                if background.CANCEL.is_set():
+                    return
                 os.posix_fadvise(fd, start, min(chunk, offset + length - start), os.POSIX_FADV_WILLNEED)
     except OSError:
         pass  # advice only: the page faults read what was not prefetched
@@ -52,8 +56,7 @@ def prefetch(path: str | os.PathLike, offset: int, length: int) -> None:
     if length < PREFETCH_ASYNC:
         _submit(path, [(offset, length)])
     else:
-        threading.Thread(target=_submit, args=(path, [(offset, length)]), name="eagle-convert-prefetch",
-                         daemon=True).start()
+        background.start(_submit, path, [(offset, length)], name="eagle-convert-prefetch")
 
 
 class Warmer:
@@ -66,11 +69,13 @@ class Warmer:
     def __init__(self) -> None:
         self._queue: list[tuple[str, list[tuple[int, int]]]] = []
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._running = False  # a reading thread is on the queue (it clears this, under the lock, when it is empty)
         self.forget()
 
     def forget(self) -> None:
+        """Drop what was queued and seen (background.finish() stops a read in progress)."""
         with self._lock:
+            self._queue.clear()
             self._seen: dict[str, list[tuple[int, int]]] = {}
             self._budget: int | None = None  # measured when the next conversion queues its first range
 
@@ -86,9 +91,14 @@ class Warmer:
             self._budget -= length
             self._seen.setdefault(str(path), []).append((offset, length))
             self._queue.append((str(path), [(offset, length)]))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="eagle-convert-warm", daemon=True)
-                self._thread.start()
+            if not self._running:
+                self._running = True
+                background.start(self._run, name="eagle-convert-warm")
+
+    def idle(self) -> bool:
+        """No thread is reading the queue (it has drained it, or was never needed)."""
+        with self._lock:
+            return not self._running
 
     def covers(self, path: str | os.PathLike, offset: int, length: int) -> bool:
         """Whether [offset, offset + length) of `path` lies inside one range already queued."""
@@ -102,8 +112,8 @@ class Warmer:
     def _run(self) -> None:
         while True:
             with self._lock:
-                if not self._queue:
-                    self._thread = None
+                if not self._queue or background.CANCEL.is_set():
+                    self._running = False
                     return
                 path, ranges = self._queue.pop(0)
             _submit(path, ranges)

@@ -7,7 +7,8 @@ does not import torch for commands that never run the model."""
 import importlib
 
 _EXPORTS = {
-    "bench": ("BenchReport", "PromptReport", "run_bench"),
+    "bench": ("run_bench",),
+    "report": ("BenchReport", "PromptReport"),
     "chat": ("ChatTokenizer",),
     "heads": ("DraftHead", "DraftOutput", "Eagle1Head", "Eagle3Head", "aux_layer_ids_for", "build_draft_head"),
     "metrics": ("AcceptanceStats", "merge_stats"),

@@ -21,20 +21,25 @@ speculate.py); no token comparison is made.
             are null without a baseline)
   lossless: {mode: "exact" | "first_divergence" | "not_checked", identical: bool | null,
              diverged_prompts: [prompt ids]}
-  prompts:  [{id, num_turns, prompt_tokens: [per turn], acceptance, generated_tokens, wall_time_s, tokens_per_s,
+  prompts:  [{id, category (null unless the prompt has one), num_turns, prompt_tokens: [per turn],
+             prompt_ids_sha256: [per turn], acceptance, generated_tokens, wall_time_s, tokens_per_s,
              baseline_generated_tokens, baseline_wall_time_s, baseline_tokens_per_s, speedup,
              first_divergence: null | {turn, index, speculative, baseline} (token ids; null past a sequence's end),
-             output_token_ids: [per turn, the speculative answer]}]
+             output_token_ids: [per turn, the speculative answer], accepted_per_round: [per turn, [a per round]]}]
+  gate:     {passed: bool, checks: [{name, passed, message, ...}]}  (gates.py; no checks: passed)
+  reference (only with a reference draft): {settings, overall: {acceptance}, prompts: [{id, category, acceptance,
+             accepted_per_round}]}
   acceptance = {k, histogram, drafts, drafted, accepted, mean_acceptance_length (tau), acceptance_rate,
                 per_position_rates}  (metrics.py; ratios are null when no verify round ran)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -45,8 +50,9 @@ from eagle_convert.io.read import read_tensor
 from eagle_convert.io.source import LocalSource
 from eagle_convert.runner.chat import ChatTokenizer, load_eos_token_ids
 from eagle_convert.runner.heads import aux_layer_ids_for, build_draft_head
-from eagle_convert.runner.metrics import AcceptanceStats, merge_stats
+from eagle_convert.runner.metrics import AcceptanceStats
 from eagle_convert.runner.model import TargetModel
+from eagle_convert.runner.report import BenchReport, PromptReport  # noqa: F401 (re-exported)
 from eagle_convert.runner.prompts import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts  # noqa: F401 (re-exported)
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.spec import DraftSpec
@@ -83,89 +89,6 @@ def load_target(target_path: str | Path, *, dtype: torch.dtype, device, aux_laye
     return TargetModel(ckpt.config, get_tensor, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids)
 
 
-def _first_divergence(spec_turns: list[list[int]], base_turns: list[list[int]]) -> dict | None:
-    for turn, (a, b) in enumerate(zip(spec_turns, base_turns)):
-        for index in range(max(len(a), len(b))):
-            x, y = (a[index] if index < len(a) else None), (b[index] if index < len(b) else None)
-            if x != y:
-                return {"turn": turn, "index": index, "speculative": x, "baseline": y}
-    return None
-
-
-def _rate(tokens: int | None, seconds: float | None) -> float | None:
-    return tokens / seconds if tokens is not None and seconds else None
-
-
-@dataclass
-class PromptReport:
-    id: str
-    prompt_tokens: list[int]
-    stats: AcceptanceStats
-    output_token_ids: list[list[int]]
-    wall_time_s: float
-    baseline_output_token_ids: list[list[int]] | None = None
-    baseline_wall_time_s: float | None = None
-
-    @property
-    def generated_tokens(self) -> int:
-        return sum(map(len, self.output_token_ids))
-
-    @property
-    def baseline_generated_tokens(self) -> int | None:
-        return None if self.baseline_output_token_ids is None else sum(map(len, self.baseline_output_token_ids))
-
-    @property
-    def first_divergence(self) -> dict | None:
-        if self.baseline_output_token_ids is None:
-            return None
-        return _first_divergence(self.output_token_ids, self.baseline_output_token_ids)
-
-    def to_dict(self) -> dict:
-        return {"id": self.id, "num_turns": len(self.prompt_tokens), "prompt_tokens": self.prompt_tokens,
-                "acceptance": self.stats.to_dict(),
-                **_speed(self.generated_tokens, self.wall_time_s, self.baseline_generated_tokens,
-                         self.baseline_wall_time_s),
-                "first_divergence": self.first_divergence, "output_token_ids": self.output_token_ids}
-
-
-def _speed(tokens, seconds, base_tokens, base_seconds) -> dict:
-    spec_rate, base_rate = _rate(tokens, seconds), _rate(base_tokens, base_seconds)
-    return {"generated_tokens": tokens, "wall_time_s": seconds, "tokens_per_s": spec_rate,
-            "baseline_generated_tokens": base_tokens, "baseline_wall_time_s": base_seconds,
-            "baseline_tokens_per_s": base_rate,
-            "speedup": spec_rate / base_rate if spec_rate and base_rate else None}
-
-
-@dataclass
-class BenchReport:
-    settings: dict
-    prompts: list[PromptReport] = field(default_factory=list)
-
-    @property
-    def stats(self) -> AcceptanceStats:
-        return merge_stats((p.stats for p in self.prompts), self.settings["k"])
-
-    @property
-    def mean_acceptance_length(self) -> float:
-        return self.stats.mean_acceptance_length
-
-    @property
-    def lossless(self) -> dict:
-        checked = self.settings["baseline"] and self.settings["temperature"] == 0
-        mode = "not_checked" if not checked else "exact" if self.settings["dtype"] == "float32" else "first_divergence"
-        diverged = [p.id for p in self.prompts if checked and p.first_divergence is not None]
-        return {"mode": mode, "identical": (not diverged) if checked else None, "diverged_prompts": diverged}
-
-    def to_dict(self) -> dict:
-        baseline = self.settings["baseline"]
-        overall = {"acceptance": self.stats.to_dict(), **_speed(
-            sum(p.generated_tokens for p in self.prompts), sum(p.wall_time_s for p in self.prompts),
-            sum(p.baseline_generated_tokens for p in self.prompts) if baseline else None,
-            sum(p.baseline_wall_time_s for p in self.prompts) if baseline else None)}
-        return {"schema_version": 1, "settings": self.settings, "overall": overall, "lossless": self.lossless,
-                "prompts": [p.to_dict() for p in self.prompts]}
-
-
 def _timed(device: torch.device, run: Callable):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -180,14 +103,35 @@ def _without_eos(tokens: list[int], eos: Sequence[int]) -> list[int]:
     return tokens[:-1] if tokens and tokens[-1] in eos else tokens
 
 
+@dataclass
+class _Session:
+    """What every head benched in one run shares: the target, the prompts and how they are encoded."""
+    target: TargetModel
+    target_path: str
+    prompts: list[Prompt]
+    tokenizer: ChatTokenizer | None
+    use_template: bool
+    eos: tuple[int, ...]
+    device: torch.device
+
+    def encode(self, messages: list[dict], prompt: Prompt) -> list[int]:
+        if prompt.token_ids is not None:
+            return list(prompt.token_ids)
+        if self.use_template:
+            return self.tokenizer.encode_chat(messages)
+        return self.tokenizer.encode_text("\n\n".join(m["content"] for m in messages))
+
+
 def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: Callable[[str], torch.Tensor], *,
               k: int = 3, max_new_tokens: int = 256, prompts: str | Path | Iterable[Prompt | str] | None = None,
               temperature: float = 0.0, seed: int = 0, device: str = "auto", dtype: str | torch.dtype = "auto",
               chat_template: str = "auto", baseline: bool = True, progress: bool = True,
-              ignore_eos: bool = False) -> BenchReport:
+              ignore_eos: bool = False, reference: tuple[DraftSpec, Callable[[str], torch.Tensor]] | None = None,
+              ) -> BenchReport:
     """Bench `draft_spec` + `draft_get_tensor` (canonical names, KeyError when absent) on the target at `target_path`.
     `prompts`: None for the built-in set, a JSONL path, or Prompt objects / strings. `chat_template`: "auto" (the
-    target's template when it has one, else raw text) or "none"."""
+    target's template when it has one, else raw text) or "none". `reference`: another head (spec, get_tensor), benched
+    after it on the same loaded target and prompts, with the same seed and no baseline; it becomes `.reference`."""
     if chat_template not in ("auto", "none"):
         raise ValueError(f"chat_template must be 'auto' or 'none', got {chat_template!r}")
     if temperature < 0:
@@ -206,61 +150,79 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
     eos = () if ignore_eos else (tokenizer.eos_token_ids if tokenizer else load_eos_token_ids(target_path))
 
     config = json.loads((Path(target_path) / "config.json").read_text())
-    aux_ids = aux_layer_ids_for(draft_spec, config["num_hidden_layers"])
+    num_layers = config["num_hidden_layers"]
+    aux_ids = aux_layer_ids_for(draft_spec, num_layers)
     target = load_target(target_path, dtype=dtype, device=device, aux_layer_ids=aux_ids)
-    check_sizes(draft_spec, target.config.hidden_size, target.config.vocab_size, str(target_path))
-    head = build_draft_head(draft_spec, draft_get_tensor, target_embedding=target.embed_weight,
-                            target_lm_head=target.lm_head_weight, dtype=dtype, device=device)
+    session = _Session(target, str(target_path), prompts, tokenizer, use_template, tuple(eos), device)
+    settings = {"target": str(target_path), "k": k, "max_new_tokens": max_new_tokens, "temperature": temperature,
+                "seed": seed, "device": str(device), "dtype": str(dtype).removeprefix("torch."),
+                "chat_template": use_template, "baseline": baseline, "ignore_eos": ignore_eos,
+                "num_prompts": len(prompts)}
+    report = _bench_head(session, draft_spec, draft_get_tensor, settings, k=k, max_new_tokens=max_new_tokens,
+                         temperature=temperature, seed=seed, baseline=baseline, progress=progress)
+    if reference is not None:
+        ref_spec, ref_get = reference
+        session.target = target.with_aux_layer_ids(aux_layer_ids_for(ref_spec, num_layers))
+        report.reference = _bench_head(session, ref_spec, ref_get, {**settings, "baseline": False}, k=k,
+                                       max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                                       baseline=False, progress=progress)
+    _check_lossless(report)
+    return report
 
-    def encode(messages: list[dict], prompt: Prompt) -> list[int]:
-        if prompt.token_ids is not None:
-            return list(prompt.token_ids)
-        if use_template:
-            return tokenizer.encode_chat(messages)
-        return tokenizer.encode_text("\n\n".join(m["content"] for m in messages))
 
+def _bench_head(session: _Session, spec: DraftSpec, get_tensor: Callable[[str], torch.Tensor], settings: dict, *,
+                k: int, max_new_tokens: int, temperature: float, seed: int, baseline: bool,
+                progress: bool) -> BenchReport:
+    target, device, eos = session.target, session.device, session.eos
+    check_sizes(spec, target.config.hidden_size, target.config.vocab_size, session.target_path)
+    head = build_draft_head(spec, get_tensor, target_embedding=target.embed_weight,
+                            target_lm_head=target.lm_head_weight, dtype=target.dtype, device=device)
     spec_rng = torch.Generator(device).manual_seed(seed)
     base_rng = torch.Generator(device).manual_seed(seed + 1)
     decode = dict(temperature=temperature, eos_ids=eos)
     # Warm-up outside the clock: the first forwards pay for allocation and kernel selection.
-    warm_ids = encode([{"role": "user", "content": prompts[0].turns[0]}], prompts[0])
+    first = session.prompts[0]
+    warm_ids = session.encode([{"role": "user", "content": first.turns[0]}], first)
     warm = dict(max_new_tokens=min(8, max_new_tokens), temperature=temperature, eos_ids=eos,
                 generator=torch.Generator(device).manual_seed(seed))
     speculative_generate(target, head, warm_ids, k=k, **warm)
     if baseline:
         plain_generate(target, warm_ids, **warm)
 
-    report = BenchReport(settings={
-        "target": str(target_path), "draft_kind": draft_spec.kind, "k": k, "max_new_tokens": max_new_tokens,
-        "temperature": temperature, "seed": seed, "device": str(device), "dtype": str(dtype).removeprefix("torch."),
-        "chat_template": use_template, "aux_layer_ids": list(aux_ids), "baseline": baseline, "ignore_eos": ignore_eos,
-        "num_prompts": len(prompts)})
-    bar = _progress(prompts, enabled=progress)
+    report = BenchReport(settings={**settings, "draft_kind": spec.kind, "aux_layer_ids": list(target.aux_layer_ids)})
+    bar = _progress(session.prompts, enabled=progress)
     for prompt in bar:
-        messages, prompt_tokens, rounds, outputs, base_outputs = [], [], [], [], []
-        spec_time = base_time = 0.0
+        messages: list[dict] = []
+        item = PromptReport(prompt.id, [], AcceptanceStats.from_accepted(k, []), [], 0.0,
+                            [] if baseline else None, 0.0 if baseline else None, category=prompt.category)
         for turn in prompt.turns:
             messages.append({"role": "user", "content": turn})
-            ids = encode(messages, prompt)
-            prompt_tokens.append(len(ids))
+            ids = session.encode(messages, prompt)
+            item.prompt_tokens.append(len(ids))
+            item.prompt_ids_sha256.append(hashlib.sha256(json.dumps(ids).encode()).hexdigest())
             result, seconds = _timed(device, lambda: speculative_generate(
                 target, head, ids, k=k, max_new_tokens=max_new_tokens, generator=spec_rng, **decode))
-            spec_time += seconds
-            rounds += result.accepted_per_round
-            outputs.append(result.tokens)
+            item.wall_time_s += seconds
+            item.accepted_per_turn.append(result.accepted_per_round)
+            item.drafted_per_turn.append(result.drafted_per_round)
+            item.margins_per_turn.append(result.margins_per_round)
+            item.output_token_ids.append(result.tokens)
             if baseline:
                 tokens, seconds = _timed(device, lambda: plain_generate(
                     target, ids, max_new_tokens=max_new_tokens, generator=base_rng, **decode))
-                base_time += seconds
-                base_outputs.append(tokens)
-            if tokenizer is not None:  # later turns see the model's own answer
-                messages.append({"role": "assistant", "content": tokenizer.decode(_without_eos(result.tokens, eos))})
-        report.prompts.append(PromptReport(
-            prompt.id, prompt_tokens, AcceptanceStats.from_accepted(k, rounds), outputs, spec_time,
-            base_outputs if baseline else None, base_time if baseline else None))
+                item.baseline_wall_time_s += seconds
+                item.baseline_output_token_ids.append(tokens)
+            if session.tokenizer is not None:  # later turns see the model's own answer
+                messages.append({"role": "assistant",
+                                 "content": session.tokenizer.decode(_without_eos(result.tokens, eos))})
+        item.stats = AcceptanceStats.from_accepted(k, [a for rounds in item.accepted_per_turn for a in rounds])
+        report.prompts.append(item)
         if hasattr(bar, "set_postfix"):
             bar.set_postfix(tau=f"{report.mean_acceptance_length:.2f}")
+    return report
 
+
+def _check_lossless(report: BenchReport) -> None:
     lossless = report.lossless
     if lossless["mode"] == "exact" and not lossless["identical"]:
         first = next(p for p in report.prompts if p.first_divergence is not None)
@@ -273,7 +235,6 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
             "and both checkpoints.")
         error.report = report
         raise error
-    return report
 
 
 def _progress(items: list, enabled: bool):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
-EXIT_GATE = 3
-
+from ..cli_errors import EXIT_GATE, handle_errors, paragraph
 
 def _fmt(value, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
@@ -31,15 +31,24 @@ def _fmt(value, spec: str = ".3f") -> str:
 @click.option("--ignore-eos", is_flag=True, help="Generate --max-new-tokens every time (as vLLM benchmarks do).")
 @click.option("--no-baseline", is_flag=True, help="Skip plain decoding (no speedup, no lossless check).")
 @click.option("--min-acceptance-length", type=float, help="Exit with code 3 when τ is below this (a CI gate).")
+@click.option("--reference-draft", metavar="RAW",
+              help="Also bench RAW (the head as released, any layout) in the same run; exit 3 unless DRAFT behaves "
+                   "exactly like it (fp32 greedy: every round; else τ within a tolerance).")
+@click.option("--reference-report", type=click.Path(exists=True, dir_okay=False),
+              help="A stored --json report of the same settings and prompts: exit 3 when τ dropped by more than "
+                   "--max-tau-drop, overall or in any prompt category.")
+@click.option("--max-tau-drop", type=click.FloatRange(0), help="With --reference-report (default 0.05).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+              help="Also write the full --json report to this file (written when a gate fails too).")
 @click.option("--threads", type=click.IntRange(1), help="torch CPU threads (default: torch's choice).")
 @click.option("--drop", multiple=True, metavar="PATTERN", help="Ignore draft tensors matching this glob.")
 @click.option("--json", "as_json", is_flag=True, help="The full report (documented schema) on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, ignore_eos,
-          no_baseline, min_acceptance_length, threads, drop, as_json, quiet):
+          no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path, threads, drop,
+          as_json, quiet):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
     from ..api import bench as run
-    from ..cli import handle_errors
 
     if threads:
         import torch
@@ -50,23 +59,29 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
     def go(as_json=as_json):
         return run(target, draft, k=k, max_new_tokens=max_new_tokens, prompts=prompts, temperature=temperature,
                    seed=seed, device=device, dtype=dtype, chat_template=chat_template, baseline=not no_baseline,
-                   progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop, ignore_eos=ignore_eos)
+                   progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop, ignore_eos=ignore_eos,
+                   min_acceptance_length=min_acceptance_length, reference_draft=reference_draft,
+                   reference_report=reference_report, max_tau_drop=max_tau_drop)
 
     report = go(as_json=as_json)
     data = report.to_dict()
-    tau = data["overall"]["acceptance"]["mean_acceptance_length"]
-    gate_failed = min_acceptance_length is not None and (tau is None or tau < min_acceptance_length)
-    if as_json:
-        data["gate"] = {"min_acceptance_length": min_acceptance_length, "passed": not gate_failed}
-        click.echo(json.dumps(data, indent=2))
-    else:
-        click.echo(human_report(data))
-    if gate_failed:
-        click.echo(f"error: mean acceptance length τ = {_fmt(tau)} is below --min-acceptance-length "
-                   f"{min_acceptance_length}. A τ near 1 on a real pair usually means a broken conversion (wrong LM "
-                   "head, swapped fc halves, dropped fc bias, wrong RoPE base, missing d2t, wrong aux layers or chat "
-                   "template): run `eagle-convert inspect` on the head.", err=True)
+    data["gate"]["min_acceptance_length"] = min_acceptance_length
+    if report_path:
+        _write_report(Path(report_path), data)
+    click.echo(json.dumps(data, indent=2) if as_json else human_report(data))
+    for gate in report.gates:
+        if not gate.passed:
+            click.echo(paragraph(f"error: {gate.message}"), err=True)
+    if not report.passed:
         sys.exit(EXIT_GATE)
+
+
+def _write_report(path: Path, data: dict) -> None:
+    """Atomically: a CI step that reads the report never sees half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.tmp")
+    staging.write_text(json.dumps(data, indent=2) + "\n")
+    staging.replace(path)
 
 
 def human_report(data: dict) -> str:
@@ -93,4 +108,6 @@ def human_report(data: dict) -> str:
                   "first_divergence": f"lossless: {'identical' if ll['identical'] else 'diverged in ' + str(ll['diverged_prompts'])} "
                                       "(half precision: near-ties may flip; see first_divergence in --json)",
                   "not_checked": "lossless: not checked (sampling or --no-baseline)"}[ll["mode"]])
+    for check in data["gate"]["checks"]:
+        lines.append(f"gate {check['name']}: {'passed' if check['passed'] else 'FAILED'}")
     return "\n".join(lines)

@@ -114,7 +114,8 @@ class Eagle1Head(DraftHead):
 
 
 class Eagle3Head(DraftHead):
-    """g = fc([h_low ; h_mid ; h_high]) (skipped for fed-back rows); u = g + Attn([RMS_in(E(t)) ; RMS_hidden(g)]);
+    """g = fc([h_low ; h_mid ; h_high]) (skipped for fed-back rows); u = g + Attn([RMS_in(E(t)) ; RMS_hidden(g)])
+    (RMS_hidden(g) + Attn(...) with norm_before_residual, as vLLM's llama_eagle3 does);
     o = u + MLP(RMS_post(u)); logits = lm_head(RMS_norm(o)) over the draft vocab; token = argmax + d2t[argmax]."""
 
     def __init__(self, spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
@@ -150,8 +151,10 @@ class Eagle3Head(DraftHead):
         features = features.to(self.dtype)
         g = F.linear(features, self.fc) if from_target else features
         embedded = F.embedding(token_ids.to(self.device), self.embed_weight)
-        attn_in = torch.cat([rms_norm(embedded, self.input_norm, eps), rms_norm(g, self.hidden_norm, eps)], dim=-1)
-        u = g + self.attention(attn_in, positions, end, self.rope)
+        g_normed = rms_norm(g, self.hidden_norm, eps)
+        residual = g_normed if self.spec.norm_before_residual else g
+        attn_in = torch.cat([rms_norm(embedded, self.input_norm, eps), g_normed], dim=-1)
+        u = residual + self.attention(attn_in, positions, end, self.rope)
         o = u + self.mlp(rms_norm(u, self.post_norm, eps))
         logits = F.linear(rms_norm(o[:, -1:] if last_logits_only else o, self.norm, eps), self.lm_head)
         return DraftOutput(logits=logits, hidden=o, fc_out=g if from_target else None)

@@ -10,6 +10,7 @@ feature, HF `hidden_states[-1]`) and the concatenated inputs of the aux layers (
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -125,6 +126,13 @@ def _sliding_windows(model_type: str, config: dict, layers: int) -> tuple[int | 
     return (None,) * layers
 
 
+def _checked_aux_ids(aux_layer_ids: Sequence[int], num_layers: int) -> tuple[int, ...]:
+    ids = tuple(aux_layer_ids)
+    if any(not 0 <= i < num_layers for i in ids) or len(set(ids)) < len(ids):
+        raise ValueError(f"aux layer ids {ids} must be distinct and lie in [0, {num_layers})")
+    return ids
+
+
 @dataclass
 class TargetOutput:
     logits: torch.Tensor  # [1, T, V] (or [1, 1, V] with last_logits_only)
@@ -147,10 +155,7 @@ class TargetModel:
                  device: torch.device | str = "cpu", aux_layer_ids: Sequence[int] = ()):
         self.config = cfg = TargetConfig.from_hf(config)
         self.dtype, self.device = dtype, torch.device(device)
-        self.aux_layer_ids = tuple(aux_layer_ids)
-        if any(not 0 <= i < cfg.num_hidden_layers for i in self.aux_layer_ids) or len(set(self.aux_layer_ids)) < len(
-                self.aux_layer_ids):
-            raise ValueError(f"aux layer ids {self.aux_layer_ids} must be distinct and lie in [0, {cfg.num_hidden_layers})")
+        self.aux_layer_ids = _checked_aux_ids(aux_layer_ids, cfg.num_hidden_layers)
         get = cast_reader(get_tensor, dtype, self.device)
         self.embed_weight = get("model.embed_tokens.weight")
         self.lm_head_weight = self.embed_weight if cfg.tie_word_embeddings else get("lm_head.weight")
@@ -165,6 +170,13 @@ class TargetModel:
                 qk_norm=cfg.qk_norm, eps=cfg.rms_norm_eps, sliding_window=cfg.sliding_windows[i])
             self.layers.append(_Layer(get(prefix + "input_layernorm.weight"), attention,
                                       get(prefix + "post_attention_layernorm.weight"), load_mlp(get, prefix, cfg.mlp_bias)))
+
+    def with_aux_layer_ids(self, aux_layer_ids: Sequence[int]) -> "TargetModel":
+        """The same model (weights and caches shared) returning the inputs of other aux layers: two heads that read
+        different layers are benched on one loaded target, one after the other."""
+        other = copy.copy(self)
+        other.aux_layer_ids = _checked_aux_ids(aux_layer_ids, self.config.num_hidden_layers)
+        return other
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | Sequence[int], *,

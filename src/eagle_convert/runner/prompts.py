@@ -19,6 +19,7 @@ class Prompt:
     id: str
     turns: tuple[str, ...]
     token_ids: tuple[int, ...] | None = None  # a pre-tokenized single-turn prompt: no tokenizer, no template
+    category: str | None = None  # MT-bench's "category" (built-in prompts: their id); gates compare τ per category
 
 
 # A small built-in set, written for this project, one or two per MT-bench category; two are two-turn conversations.
@@ -41,6 +42,14 @@ BUILTIN_PROMPTS = (
 )
 
 
+BUILTIN_PROMPTS = tuple(Prompt(p.id, p.turns, category=p.id) for p in BUILTIN_PROMPTS)  # one per category
+
+
+def _category(item: dict) -> str | None:
+    category = item.get("category")
+    return None if category is None else str(category)
+
+
 def load_prompts(path: str | Path) -> list[Prompt]:
     """JSONL: MT-bench lines {"question_id": ..., "turns": [...]}, {"prompt": "..."}, or pre-tokenized
     {"prompt_ids": [...]} (id: "question_id", "id" or the line number)."""
@@ -54,7 +63,8 @@ def load_prompts(path: str | Path) -> list[Prompt]:
                 ids = item["prompt_ids"]
                 if not ids or not all(isinstance(i, int) and i >= 0 for i in ids):
                     raise ValueError("prompt_ids must be a non-empty list of token ids")
-                prompts.append(Prompt(str(item.get("id", number)), (f"<{len(ids)} token ids>",), tuple(ids)))
+                prompts.append(Prompt(str(item.get("id", number)), (f"<{len(ids)} token ids>",), tuple(ids),
+                                      _category(item)))
                 continue
             turns = item["turns"] if "turns" in item else [item["prompt"]]
             if not turns or not all(isinstance(t, str) for t in turns):
@@ -63,7 +73,8 @@ def load_prompts(path: str | Path) -> list[Prompt]:
             raise PromptFileError(f"{path}, line {number}: not a prompt ({error}).",
                                   'Each line must be {"question_id": ..., "turns": ["..."]}, {"prompt": "..."} or '
                                   '{"prompt_ids": [1, 2, ...]}.')
-        prompts.append(Prompt(str(item.get("question_id", item.get("id", number))), tuple(turns)))
+        prompts.append(Prompt(str(item.get("question_id", item.get("id", number))), tuple(turns),
+                              category=_category(item)))
     if not prompts:
         raise PromptFileError(f"{path} holds no prompts.", "Give a JSONL file with one prompt object per line.")
     return prompts

@@ -29,6 +29,10 @@ class SpeculativeResult:
     tokens: list[int]  # generated tokens, prompt excluded; ends at the first EOS or at max_new_tokens
     accepted_per_round: list[int] = field(default_factory=list)  # a per verify round, before truncation (as vLLM)
     k: int = 0
+    # Per verify round, greedy only: the k drafted target ids, and the head's top-1 minus top-2 logit at each step (how
+    # near a tie each draft choice was). What `bench --reference-draft` shows when two heads draft differently.
+    drafted_per_round: list[list[int]] = field(default_factory=list)
+    margins_per_round: list[list[float]] = field(default_factory=list)
 
 
 def token_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -51,9 +55,11 @@ def head_probs_in_target_vocab(head: DraftHead, head_probs: torch.Tensor, vocab_
 
 
 def draft_chain(head: DraftHead, first: DraftOutput, next_position: int, k: int, *, vocab_size: int,
-                temperature: float = 0.0, generator: torch.Generator | None = None):
+                temperature: float = 0.0, generator: torch.Generator | None = None,
+                margins: list[torch.Tensor] | None = None):
     """Propose k target ids. `first` is the head's output whose last row sits at position next_position - 1 (it
-    predicts the token at next_position + 1). Returns (ids [k], q [k, V] over the target vocab, or None when greedy)."""
+    predicts the token at next_position + 1). Returns (ids [k], q [k, V] over the target vocab, or None when greedy).
+    Greedy with a `margins` list: each step's top-1 minus top-2 head logit is appended to it (0-d tensors, no sync)."""
     logits, hidden = first.logits[0, -1], first.hidden[:, -1:]
     ids, probs = [], []
     for step in range(k):
@@ -63,6 +69,9 @@ def draft_chain(head: DraftHead, first: DraftOutput, next_position: int, k: int,
             logits, hidden = out.logits[0, -1], out.hidden
         if temperature == 0:
             head_id = logits.argmax(-1)
+            if margins is not None:
+                top2 = logits.float().topk(min(2, logits.shape[-1])).values
+                margins.append(top2[0] - top2[-1])
         else:
             q = token_probs(logits, temperature)
             head_id = torch.multinomial(q, 1, generator=generator)[0]
@@ -131,11 +140,14 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
     head_out = head(head_tokens, head.target_feature(out), range(n), from_target=True, last_logits_only=True)
     position = n  # position of `last`, the newest emitted token, which the target has not seen yet
     while True:
+        margins: list[torch.Tensor] = []
         draft_ids, draft_probs = draft_chain(head, head_out, position, k, vocab_size=vocab,
-                                             temperature=temperature, generator=generator)
+                                             temperature=temperature, generator=generator, margins=margins)
         checked = verify(target, last, draft_ids, position)
         if temperature == 0:
             accepted, next_token = accept_greedy(draft_ids, checked.logits[0])
+            result.drafted_per_round.append(draft_ids.tolist())
+            result.margins_per_round.append(torch.stack(margins).tolist())
         else:
             accepted, next_token = accept_sampled(draft_ids, draft_probs,
                                                   token_probs(checked.logits[0], temperature), generator)

@@ -1,0 +1,71 @@
+"""Every thread the I/O layer starts (read-ahead, pre-hashing, hashing), so that all of them are finished before a
+conversion returns, however it ends, and none is running when the interpreter shuts down.
+
+Why this matters: a daemon thread still inside native code when Python finalizes is killed when it next asks for the
+GIL, and when torch or libstdc++ frames are on its stack that kill aborts the whole process (SIGABRT, "terminate
+called without an active exception") after a complete, verified write. So work here is done in bounded steps (a
+read-ahead chunk, a 16 MiB hash chunk) that check `CANCEL` in between, and `finish()` cancels and joins. It runs at
+the end of every conversion and from `atexit` (before finalization), for callers that never reach either."""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from collections.abc import Callable
+
+CANCEL = threading.Event()  # set by finish(): every background loop stops at its next step
+_threads: set[threading.Thread] = set()
+_lock = threading.Lock()
+
+
+class Cancelled(Exception):
+    """Background work stopped by finish() before it was done (only seen by code that waits for it afterwards)."""
+
+
+def start(target: Callable, *args, name: str) -> threading.Thread:
+    """Start `target(*args)` on a tracked thread. Daemon, so that one left running can never hold the interpreter
+    open by itself; finish() (also run at exit) is what waits for it."""
+
+    def run() -> None:
+        try:
+            target(*args)
+        finally:
+            with _lock:
+                _threads.discard(threading.current_thread())
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    with _lock:
+        _threads.add(thread)
+    try:
+        thread.start()
+    except BaseException:
+        with _lock:
+            _threads.discard(thread)
+        raise
+    return thread
+
+
+def running() -> list[threading.Thread]:
+    with _lock:
+        return [t for t in _threads if t.is_alive()]
+
+
+def finish() -> None:
+    """Cancel every background step not yet done and wait until every tracked thread has ended. Idempotent; after it,
+    new work may start again (the next conversion)."""
+    CANCEL.set()
+    try:
+        while True:
+            with _lock:
+                pending = [t for t in _threads if t is not threading.current_thread()]
+            if not pending:
+                return
+            for thread in pending:
+                thread.join()
+                with _lock:
+                    _threads.discard(thread)  # a thread that never ran `run`'s finally (not started) leaves too
+    finally:
+        CANCEL.clear()
+
+
+atexit.register(finish)

@@ -1,0 +1,190 @@
+"""The bench gates a CI step fails on (exit code 3): pure functions over bench reports.
+
+- `min_acceptance_length`: τ below an absolute floor. Catches collapse (τ ≈ 1), not a head that lost a little.
+- `reference_draft`: the converted head against the head as released, benched on the same prompts in the same run.
+  In fp32 greedy both runs are deterministic and see the same contexts (speculative output equals plain greedy, so
+  every turn's conversation is the same), and a correct conversion changes no draft decision: the verify rounds must
+  be identical, round by round, and so must the tokens. The rule is exact on purpose: a conversion that perturbs a
+  head a little (a perturbed LM head, a dropped fc bias) shows up only as a few changed rounds. A correct
+  `--fc-bias fold` changes the head's arithmetic by float rounding only (~1e-7 relative); it could flip a draft only
+  where the head's top two logits nearly tie. Such a flip fails the gate too, reported with both heads' top-1 minus
+  top-2 logit margins at that draft step, so the report itself shows whether it was a near-tie (margin ~1e-5 of the
+  logits) or a real change: a gate that let near-ties pass would need a threshold that a wrong conversion could hide
+  under, and none of the folds measured here flipped a draft (docs/benchmarks.md).
+  In bf16/fp16, or when sampling, rounding or random draws may legitimately move a few rounds: there |Δτ| must stay
+  within `TAU_TOLERANCE` (measured: docs/benchmarks.md).
+- `reference_report`: τ against a stored `--json` report of the same settings and prompts; fails when τ dropped by
+  more than `max_tau_drop` overall or in any prompt category.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from eagle_convert.errors import IncomparableReportError
+from eagle_convert.runner.metrics import AcceptanceStats, merge_stats
+
+# |τ - τ_reference| allowed for the reference-draft gate in half precision or with sampling. Measured on tiny pairs
+# with partial acceptance (docs/benchmarks.md, "Reference gate"): correct conversions differ from their raw head by at
+# most 0.02 there, the smallest deliberate mistake by 0.2.
+TAU_TOLERANCE = 0.05
+
+# Settings that must agree between a run and a stored report for their τ to be comparable.
+COMPARABLE_SETTINGS = ("draft_kind", "k", "max_new_tokens", "temperature", "seed", "dtype", "chat_template",
+                       "ignore_eos", "num_prompts")
+
+
+@dataclass
+class GateResult:
+    name: str  # "min_acceptance_length" | "reference_draft" | "reference_report"
+    passed: bool
+    message: str  # one paragraph: what was compared and, on failure, where it differs and what to check
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "passed": self.passed, "message": self.message, **self.details}
+
+
+def _tau(stats: AcceptanceStats) -> float | None:
+    tau = stats.mean_acceptance_length
+    return None if math.isnan(tau) else tau
+
+
+def _fmt(tau: float | None) -> str:
+    return "-" if tau is None else f"{tau:.3f}"
+
+
+def min_acceptance_length(report, floor: float) -> GateResult:
+    tau = _tau(report.stats)
+    passed = tau is not None and tau >= floor
+    message = (f"mean acceptance length τ = {_fmt(tau)} {'>=' if passed else 'is below'} --min-acceptance-length "
+               f"{floor}.")
+    if not passed:
+        message += (" A τ near 1 on a real pair usually means a broken conversion (wrong LM head, swapped fc halves, "
+                    "dropped fc bias, wrong RoPE base, missing d2t, wrong aux layers or chat template): run "
+                    "`eagle-convert inspect` on the head.")
+    return GateResult("min_acceptance_length", passed, message, {"min_acceptance_length": floor, "tau": tau})
+
+
+def _first_round_difference(prompt, reference) -> dict | None:
+    """The first turn and verify round where two runs of one prompt differ (accepted count or tokens)."""
+    for turn, (rounds, ref_rounds) in enumerate(zip(prompt.accepted_per_turn, reference.accepted_per_turn)):
+        for index in range(max(len(rounds), len(ref_rounds))):
+            a = rounds[index] if index < len(rounds) else None
+            b = ref_rounds[index] if index < len(ref_rounds) else None
+            if a != b:
+                return {"prompt": prompt.id, "turn": turn, "round": index, "accepted": a, "reference_accepted": b,
+                        **_draft_step_difference(prompt, reference, turn, index)}
+        if prompt.output_token_ids[turn] != reference.output_token_ids[turn]:
+            return {"prompt": prompt.id, "turn": turn, "round": None, "accepted": None, "reference_accepted": None,
+                    "message": "same rounds, different tokens"}
+    return None
+
+
+def _draft_step_difference(prompt, reference, turn: int, index: int) -> dict:
+    """Where, within one verify round, the two heads' drafts first differ, with each head's top-1 minus top-2 logit
+    margin at that step (greedy only: the rounds' drafts are recorded then)."""
+    try:
+        drafted = prompt.drafted_per_turn[turn][index]
+        ref_drafted = reference.drafted_per_turn[turn][index]
+        margins = prompt.margins_per_turn[turn][index]
+        ref_margins = reference.margins_per_turn[turn][index]
+    except (IndexError, TypeError):
+        return {}
+    step = next((j for j, (x, y) in enumerate(zip(drafted, ref_drafted)) if x != y), None)
+    if step is None:
+        return {"drafted": drafted, "reference_drafted": ref_drafted}
+    return {"draft_step": step, "drafted": drafted, "reference_drafted": ref_drafted,
+            "margin": margins[step], "reference_margin": ref_margins[step]}
+
+
+def reference_draft(report, reference, label: str) -> GateResult:
+    """`report` (the converted head) against `reference` (the head as released, same prompts, same run)."""
+    tau, ref_tau = _tau(report.stats), _tau(reference.stats)
+    s = report.settings
+    exact = s["dtype"] == "float32" and s["temperature"] == 0
+    details = {"reference_draft": label, "mode": "exact" if exact else "tau_tolerance", "tau": tau,
+               "reference_tau": ref_tau, "tolerance": None if exact else TAU_TOLERANCE, "first_difference": None}
+    if exact:
+        first = next((d for p, r in zip(report.prompts, reference.prompts) if (d := _first_round_difference(p, r))),
+                     None)
+        details["first_difference"] = first
+        if first is None:
+            return GateResult("reference_draft", True, f"every verify round and token equals the reference head's "
+                              f"({label}, τ = {_fmt(ref_tau)}): the conversion changed nothing the head decides.",
+                              details)
+        where = f"prompt {first['prompt']!r}, turn {first['turn']}, round {first['round']}"
+        what = (f"the converted head had {first['accepted']} drafts accepted, the reference {first['reference_accepted']}"
+                if first["round"] is not None else first["message"])
+        if "draft_step" in first:
+            what += (f"; at draft step {first['draft_step'] + 1} it drafted token {first['drafted'][first['draft_step']]}"
+                     f" (top-2 logit margin {first['margin']:.3g}), the reference token "
+                     f"{first['reference_drafted'][first['draft_step']]} (margin {first['reference_margin']:.3g})")
+        return GateResult("reference_draft", False, (
+            f"the converted head does not behave like the head as released ({label}): first difference at {where}: "
+            f"{what}. τ = {_fmt(tau)} against the reference's {_fmt(ref_tau)}. A correct conversion changes no draft "
+            "decision in fp32 greedy; a margin near 0 would be a near-tie of float rounding, anything else is a wrong "
+            "conversion (LM head, fc, fc bias, d2t, aux layers, norm flags): compare `eagle-convert inspect` of both."),
+            details)
+    passed = tau is not None and ref_tau is not None and abs(tau - ref_tau) <= TAU_TOLERANCE
+    return GateResult("reference_draft", passed, (
+        f"τ = {_fmt(tau)} against the reference head's ({label}) {_fmt(ref_tau)}: "
+        f"{'within' if passed else 'outside'} the {s['dtype']} / temperature {s['temperature']} tolerance of "
+        f"{TAU_TOLERANCE}." + ("" if passed else " Re-run in fp32 greedy (--dtype float32 --temperature 0) to find "
+                                               "the first round that differs.")), details)
+
+
+def _category_stats(prompts: list[dict], k: int) -> dict[str, AcceptanceStats]:
+    groups: dict[str, list[AcceptanceStats]] = {}
+    for p in prompts:
+        if p.get("category") is not None:
+            groups.setdefault(p["category"], []).append(AcceptanceStats(k, tuple(p["acceptance"]["histogram"])))
+    return {name: merge_stats(stats, k) for name, stats in groups.items()}
+
+
+def check_comparable(current: dict, stored: dict, path: str) -> None:
+    """Refuse a stored report made with other settings or prompts: its τ would not mean the same thing."""
+    if stored.get("schema_version") != current["schema_version"] or "settings" not in stored:
+        raise IncomparableReportError(f"{path} is not a bench --json report of schema version "
+                                      f"{current['schema_version']}.",
+                                      "Pass a report written by `eagle-convert bench --json` (or --report).")
+    a, b = current["settings"], stored["settings"]
+    differ = [f"{key} {b.get(key)!r} (now {a.get(key)!r})" for key in COMPARABLE_SETTINGS if a.get(key) != b.get(key)]
+    ids = [p["id"] for p in current["prompts"]], [p["id"] for p in stored.get("prompts", [])]
+    if not differ and ids[0] != ids[1]:
+        differ.append("the prompts (ids differ)")
+    if not differ:
+        for p, q in zip(current["prompts"], stored["prompts"]):
+            if p.get("prompt_ids_sha256", [None])[0] != q.get("prompt_ids_sha256", [None])[0]:
+                differ.append(f"prompt {p['id']!r} (its first turn tokenizes differently)")
+                break
+    if differ:
+        raise IncomparableReportError(
+            f"The stored report {path} was made with other settings: {'; '.join(differ)}.",
+            "Compare like with like: re-run bench with the stored report's settings and prompts, or store a new "
+            "reference report.")
+
+
+def reference_report(current: dict, stored: dict, path: str, max_tau_drop: float) -> GateResult:
+    """τ of this run (`current`, a report dict) against a stored one, overall and per prompt category."""
+    check_comparable(current, stored, path)
+    k = current["settings"]["k"]
+    overall = (current["overall"]["acceptance"]["mean_acceptance_length"],
+               stored["overall"]["acceptance"]["mean_acceptance_length"])
+    rows = {"overall": overall}
+    now, before = _category_stats(current["prompts"], k), _category_stats(stored["prompts"], k)
+    rows.update({name: (_tau(now[name]), _tau(before[name])) for name in sorted(now) if name in before})
+    drops = {name: (None if tau is None or ref is None else ref - tau) for name, (tau, ref) in rows.items()}
+    failed = [name for name, drop in drops.items() if drop is None or drop > max_tau_drop]
+    table = {name: {"tau": tau, "reference_tau": ref, "drop": drops[name]} for name, (tau, ref) in rows.items()}
+    details = {"reference_report": path, "max_tau_drop": max_tau_drop, "categories": table}
+    if not failed:
+        return GateResult("reference_report", True, f"τ = {_fmt(overall[0])} against the stored {_fmt(overall[1])} "
+                          f"({path}): no drop above {max_tau_drop} overall or in any of {len(rows) - 1} categories.",
+                          details)
+    worst = ", ".join(f"{name} {_fmt(rows[name][1])} -> {_fmt(rows[name][0])}" for name in failed)
+    return GateResult("reference_report", False, (
+        f"τ dropped by more than --max-tau-drop {max_tau_drop} against the stored report {path}: {worst}. The head or "
+        "its conversion changed since that report: bench against the released head with --reference-draft to find "
+        "the first round that differs."), details)
