@@ -6,9 +6,16 @@ import hashlib
 import os
 from pathlib import Path
 
-import pytest
+# One torch thread, here and in every command a test starts: the models are tiny, and on a loaded 2-core CI machine
+# two OpenMP threads that spin-wait for each other made a bench 17x slower (1.0 s -> 17.5 s, measured).
+os.environ["OMP_NUM_THREADS"] = "1"
 
-from eagle_convert.examples import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+from eagle_convert.examples import TinyConfig, make_eagle1_head, make_eagle3_head, make_target  # noqa: E402
 
 GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
 GOLDEN_SETS = ["eagle1-llama2", "eagle1-llama3", "eagle1-qwen2", "eagle3-llama31"]

@@ -16,50 +16,22 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import load_file, save_file
 
 import eagle_convert
+from release_pair import PROMPTS, build_releases
 
 pytestmark = pytest.mark.vllm
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = os.environ.get("VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python"))
 K, MAX_TOKENS = 3, 24
-PROMPTS = [[1, 17, 42, 99, 5], [1, 200, 3, 77], [1, 9, 9, 120, 64, 31]]
 
 
 @pytest.fixture(scope="module")
 def releases(tmp_path_factory):
     if not Path(VLLM_PYTHON).is_file():
         pytest.skip(f"no vLLM interpreter at {VLLM_PYTHON} (run `make test-vllm`)")
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from make_tiny_vllm_pair import build_pair
-
-    root = tmp_path_factory.mktemp("vllm")
-    paths = build_pair(root / "pair", successor=1.4)
-    pair = root / "pair"
-    # EAGLE-1 as SafeAILab releases it: fp32 pickle, an fc bias, config "bias": true, 2048 positions.
-    e1 = load_file(pair / "eagle1" / "model.safetensors")
-    e1["fc.bias"] = torch.randn(e1["fc.weight"].shape[0], generator=torch.Generator().manual_seed(3)) * 0.05
-    cfg1 = json.loads((pair / "eagle1" / "config.json").read_text())
-    cfg1.update(bias=True, max_position_embeddings=2048)
-    (root / "eagle1-release").mkdir()
-    torch.save(e1, root / "eagle1-release" / "pytorch_model.bin")
-    (root / "eagle1-release" / "config.json").write_text(json.dumps(cfg1))
-    # EAGLE-3 as SafeAILab/SpecForge release it: midlayer.*, LlamaForCausalLMEagle3.
-    e3 = {k.replace("layers.0.", "midlayer."): v for k, v in load_file(pair / "eagle3" / "model.safetensors").items()}
-    cfg3 = json.loads((pair / "eagle3" / "config.json").read_text())
-    for key in ("norm_before_residual", "target_hidden_size"):
-        cfg3.pop(key, None)
-    cfg3["architectures"] = ["LlamaForCausalLMEagle3"]
-    (root / "eagle3-release").mkdir()
-    save_file(e3, root / "eagle3-release" / "model.safetensors")
-    (root / "eagle3-release" / "config.json").write_text(json.dumps(cfg3))
-    prompts = root / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"id": i, "prompt_ids": ids}) + "\n" for i, ids in enumerate(PROMPTS)))
-    return {"root": root, "target": Path(paths["target"]) if "target" in paths else pair / "target",
-            "eagle1": root / "eagle1-release", "eagle3": root / "eagle3-release", "prompts": prompts}
+    return build_releases(tmp_path_factory.mktemp("vllm"))
 
 
 def our_counters(target, draft, prompts) -> list[dict]:

@@ -1,0 +1,198 @@
+"""`bench --reference-draft`: every deliberate mistake of docs/benchmarks.md (and the EAGLE-3 ones) exits 3, every
+correct conversion of the same heads, to every layout and with `--fc-bias fold`, exits 0; on a pair built to give
+partial acceptance, so a mistake has acceptance to change. `--reference-report`: a stored report, per category."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import eagle_convert
+from click.testing import CliRunner
+from eagle_convert.cli import main
+from eagle_convert.errors import IncomparableReportError
+from eagle_convert.runner import gates
+from release_pair import build_releases
+
+K, TOKENS = 3, 24
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    return build_releases(tmp_path_factory.mktemp("gates"))
+
+
+def cli(*args):
+    """The real command, in this process (CliRunner keeps exit code, stdout and stderr apart): a subprocess per case
+    would pay for importing torch 16 times. tests/test_bench_cli.py runs the installed command itself."""
+    result = CliRunner().invoke(main, list(map(str, args)), catch_exceptions=False)
+    result.returncode = result.exit_code
+    return result
+
+
+def bench_cli(releases, draft, reference, *extra):
+    return cli("bench", "-t", releases["target"], "-d", draft, "--reference-draft", reference, "-k", K,
+               "--max-new-tokens", TOKENS, "--prompts", releases["prompts"], "--no-baseline", "--json", "-q", *extra)
+
+
+def converted(releases, tmp_path, kind, to, **options) -> Path:
+    out = tmp_path / f"{kind}-{to}"
+    eagle_convert.convert(str(releases[kind]), str(releases["target"]), out, to=to, dtype="float32", **options)
+    return out
+
+
+def edit_tensors(folder: Path, change) -> None:
+    tensors = load_file(folder / "model.safetensors")
+    change(tensors)
+    save_file(tensors, folder / "model.safetensors")
+
+
+def edit_config(folder: Path, change) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    change(config)
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def permute_lm_head(t):
+    t["lm_head.weight"] = t["lm_head.weight"][torch.randperm(t["lm_head.weight"].shape[0],
+                                                              generator=torch.Generator().manual_seed(0))]
+
+
+def perturb_lm_head(t):  # 5 % noise: the kind of damage a wrong dtype round trip or a bad splice does
+    w = t["lm_head.weight"]
+    t["lm_head.weight"] = w + 0.05 * w.std() * torch.randn(w.shape, generator=torch.Generator().manual_seed(1))
+
+
+def swap_fc_halves(t):
+    h = t["fc.weight"].shape[0]
+    t["fc.weight"] = torch.cat([t["fc.weight"][:, h:], t["fc.weight"][:, :h]], dim=1).contiguous()
+
+
+def zero_d2t(t):
+    t["d2t"] = torch.zeros_like(t["d2t"])
+
+
+def shift_aux_layers(config):
+    config["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in config["eagle_aux_hidden_state_layer_ids"]]
+
+
+def flip_norm_before_residual(config):
+    config["norm_before_residual"] = not config["norm_before_residual"]
+
+
+CORRECT = [("eagle1", "vllm-v0", {}), ("eagle1", "vllm", {"fc_bias": "fold"}), ("eagle1", "sglang", {}),
+           ("eagle3", "vllm", {}), ("eagle3", "speculators", {}), ("eagle3", "sglang", {})]
+
+# (name, head, layout, convert options, tensor edit, config edit)
+MISTAKES = [
+    ("lm head permuted", "eagle1", "vllm-v0", {}, permute_lm_head, None),
+    ("lm head perturbed", "eagle1", "vllm-v0", {}, perturb_lm_head, None),
+    ("fc halves swapped", "eagle1", "vllm-v0", {}, swap_fc_halves, None),
+    ("fc bias dropped", "eagle1", "vllm", {"fc_bias": "drop"}, None, None),
+    ("d2t zeroed", "eagle3", "vllm", {}, zero_d2t, None),
+    ("aux layers shifted by one", "eagle3", "vllm", {}, None, shift_aux_layers),
+    ("norm_before_residual flipped", "eagle3", "vllm", {}, None, flip_norm_before_residual),
+]
+
+
+@pytest.mark.parametrize("kind,to,options", CORRECT, ids=[f"{k}-{t}{'-' + '-'.join(o.values()) if o else ''}"
+                                                           for k, t, o in CORRECT])
+def test_a_correct_conversion_passes(releases, tmp_path, kind, to, options):
+    out = converted(releases, tmp_path, kind, to, **options)
+    proc = bench_cli(releases, out, releases[kind])
+    assert proc.returncode == 0, proc.stderr
+    check = json.loads(proc.stdout)["gate"]["checks"][0]
+    assert check["name"] == "reference_draft" and check["mode"] == "exact" and check["first_difference"] is None
+    assert check["tau"] == check["reference_tau"] and 1.3 < check["tau"] < K + 1  # partial acceptance, as built
+
+
+@pytest.mark.parametrize("name,kind,to,options,tensors,config", MISTAKES, ids=[m[0] for m in MISTAKES])
+def test_every_deliberate_mistake_exits_3(releases, tmp_path, name, kind, to, options, tensors, config):
+    out = converted(releases, tmp_path, kind, to, **options)
+    if tensors:
+        edit_tensors(out, tensors)
+    if config:
+        edit_config(out, config)
+    proc = bench_cli(releases, out, releases[kind], "--report", tmp_path / "report.json")
+    assert proc.returncode == 3, proc.stderr
+    check = json.loads(proc.stdout)["gate"]["checks"][0]
+    assert check["passed"] is False and check["first_difference"]["prompt"] in {"0", "1", "2"}
+    assert json.loads((tmp_path / "report.json").read_text())["gate"] == json.loads(proc.stdout)["gate"]
+    first = check["first_difference"]
+    message = " ".join(proc.stderr.split())
+    assert f"prompt '{first['prompt']}', turn {first['turn']}, round {first['round']}" in message
+
+
+def test_a_dropped_fc_bias_keeps_tau_but_not_the_rounds(releases, tmp_path):
+    """Why the gate compares rounds, not τ: on this pair the dropped bias moves rounds in both directions."""
+    out = converted(releases, tmp_path, "eagle1", "vllm", fc_bias="drop")
+    report = eagle_convert.bench(str(releases["target"]), str(out), k=K, max_new_tokens=TOKENS,
+                                 prompts=str(releases["prompts"]), baseline=False, reference_draft=str(releases["eagle1"]))
+    check = report.gates[0]
+    assert not check.passed and check.details["first_difference"]["accepted"] != check.details[
+        "first_difference"]["reference_accepted"]
+    first = check.details["first_difference"]
+    assert first["drafted"][first["draft_step"]] != first["reference_drafted"][first["draft_step"]]
+    assert first["margin"] > 0 and first["reference_margin"] > 0
+
+
+def test_half_precision_compares_tau_within_the_tolerance(releases, tmp_path):
+    out = converted(releases, tmp_path, "eagle1", "vllm", fc_bias="fold")
+    report = eagle_convert.bench(str(releases["target"]), str(out), k=K, max_new_tokens=TOKENS, dtype="bfloat16",
+                                 prompts=str(releases["prompts"]), baseline=False, reference_draft=str(releases["eagle1"]))
+    check = report.gates[0]
+    assert check.details["mode"] == "tau_tolerance" and check.details["tolerance"] == gates.TAU_TOLERANCE
+    assert check.passed == (abs(check.details["tau"] - check.details["reference_tau"]) <= gates.TAU_TOLERANCE)
+    assert check.passed
+
+
+def _stored(releases, draft, path: Path, **options) -> dict:
+    report = eagle_convert.bench(str(releases["target"]), str(draft), k=K, max_new_tokens=TOKENS,
+                                 prompts=str(path), baseline=False, **options)
+    return report
+
+
+def test_reference_report_per_category(releases, tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    ids = [json.loads(line)["prompt_ids"] for line in releases["prompts"].read_text().splitlines()]
+    prompts.write_text("".join(json.dumps({"id": i, "category": "a" if i < 2 else "b", "prompt_ids": p}) + "\n"
+                               for i, p in enumerate(ids)))
+    good = converted(releases, tmp_path, "eagle1", "vllm-v0")
+    stored = _stored(releases, good, prompts).to_dict()
+    (tmp_path / "stored.json").write_text(json.dumps(stored))
+    same = _stored(releases, good, prompts, reference_report=str(tmp_path / "stored.json"), max_tau_drop=0.0)
+    table = same.gates[0].details["categories"]
+    assert same.passed and set(table) == {"overall", "a", "b"} and all(r["drop"] == 0 for r in table.values())
+
+    # A stored category that accepted more than this run: only that category has dropped.
+    b = next(p for p in stored["prompts"] if p["category"] == "b")
+    hist = b["acceptance"]["histogram"]
+    b["acceptance"]["histogram"] = [0] * K + [sum(hist)]  # every round of "b" fully accepted before
+    (tmp_path / "better.json").write_text(json.dumps(stored))
+    report = _stored(releases, good, prompts, reference_report=str(tmp_path / "better.json"), max_tau_drop=0.05)
+    check = report.gates[0]
+    assert not report.passed and check.details["categories"]["b"]["drop"] > 0.05
+    assert check.details["categories"]["a"]["drop"] == 0 and "b " in check.message
+
+    wrong = tmp_path / "wrong"
+    eagle_convert.convert(str(releases["eagle1"]), str(releases["target"]), wrong, to="vllm-v0", dtype="float32")
+    edit_tensors(wrong, permute_lm_head)
+    proc = cli("bench", "-t", releases["target"], "-d", wrong, "-k", K, "--max-new-tokens", TOKENS, "--prompts",
+               prompts, "--no-baseline", "-q", "--reference-report", tmp_path / "stored.json", "--max-tau-drop", "0.1")
+    assert proc.returncode == 3 and "dropped by more than --max-tau-drop 0.1" in " ".join(proc.stderr.split())
+
+
+def test_a_report_of_other_settings_is_refused(releases, tmp_path):
+    good = converted(releases, tmp_path, "eagle1", "vllm-v0")
+    stored = _stored(releases, good, releases["prompts"]).to_dict()
+    (tmp_path / "stored.json").write_text(json.dumps(stored))
+    proc = cli("bench", "-t", releases["target"], "-d", good, "-k", K + 1, "--max-new-tokens", TOKENS, "--prompts",
+               releases["prompts"], "--no-baseline", "-q", "--reference-report", tmp_path / "stored.json")
+    assert proc.returncode == 1 and "other settings: k 3 (now 4)" in " ".join(proc.stderr.split())
+    stored["prompts"][1]["prompt_ids_sha256"][0] = "0" * 64
+    with pytest.raises(IncomparableReportError, match="tokenizes differently"):
+        gates.check_comparable(_stored(releases, good, releases["prompts"]).to_dict(), stored, "x.json")
