@@ -196,3 +196,20 @@ def test_a_report_of_other_settings_is_refused(releases, tmp_path):
     stored["prompts"][1]["prompt_ids_sha256"][0] = "0" * 64
     with pytest.raises(IncomparableReportError, match="tokenizes differently"):
         gates.check_comparable(_stored(releases, good, releases["prompts"]).to_dict(), stored, "x.json")
+
+
+def test_norm_before_residual_is_benched_but_not_converted(releases, tmp_path):
+    """bench runs a head flagged `norm_before_residual: true` as vLLM would (so the flipped flag above is a lower-τ
+    head, not a crash); convert still refuses to write one, and inspect says so."""
+    head = tmp_path / "flagged"
+    head.mkdir()
+    for f in releases["eagle3"].iterdir():
+        (head / f.name).write_bytes(f.read_bytes())
+    edit_config(head, lambda c: c.update(norm_before_residual=True))
+    with pytest.raises(eagle_convert.errors.UnsupportedConversionError, match="norm_before_residual: true"):
+        eagle_convert.convert(str(head), str(releases["target"]), tmp_path / "out", to="vllm")
+    assert not (tmp_path / "out").exists()
+    assert any("norm_before_residual" in p.what for p in eagle_convert.inspect(str(head), str(releases["target"])).problems)
+    report = eagle_convert.bench(str(releases["target"]), str(head), k=K, max_new_tokens=TOKENS, baseline=False,
+                                 prompts=str(releases["prompts"]), reference_draft=str(releases["eagle3"]))
+    assert report.settings["draft_kind"] == "eagle3" and not report.passed

@@ -46,11 +46,11 @@ def our_counters(target, draft, prompts) -> list[dict]:
     return out
 
 
-def vllm_counters(draft, *, target=None, method=None) -> dict:
+def vllm_counters(draft, *, target=None, method=None, cwd=None) -> dict:
     args = [VLLM_PYTHON, str(ROOT / "scripts" / "vllm_spec_run.py"), "--draft", str(draft), "-k", str(K),
             "--max-tokens", str(MAX_TOKENS), "--prompt-ids", json.dumps(PROMPTS)]
     args += ["--target", str(target), "--method", method] if method else ["--speculators"]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=cwd)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -85,6 +85,20 @@ def test_eagle3_release_to_speculators(releases, tmp_path):
     out = tmp_path / "eagle3-spec"
     eagle_convert.convert(str(releases["eagle3"]), str(releases["target"]), out, to="speculators", dtype="float32")
     assert_same(our_counters(releases["target"], releases["eagle3"], releases["prompts"]), vllm_counters(out))
+
+
+def test_a_speculators_head_converted_with_relative_paths_serves_from_another_folder(releases, tmp_path):
+    """`convert --to speculators -t ./target` run in one folder; vLLM started in another finds the verifier."""
+    root = releases["root"]
+    proc = subprocess.run([sys.executable, "-m", "eagle_convert", "convert", "./eagle3-release", "-t",
+                           f"./{releases['target'].relative_to(root)}", "-o", "./eagle3-spec-relative", "--to",
+                           "speculators", "--dtype", "float32", "-q"], cwd=root, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert_same(our_counters(releases["target"], releases["eagle3"], releases["prompts"]),
+                vllm_counters(root / "eagle3-spec-relative", cwd=elsewhere))
 
 
 def test_negative_control_a_dropped_fc_bias_changes_vllm_counters(releases, tmp_path):

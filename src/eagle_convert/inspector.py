@@ -89,6 +89,10 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
         out.append(Problem("Pickle (.bin) weights: engines prefer safetensors.", "convert writes safetensors only."))
     if spec.kind == EAGLE3 and "d2t" not in names and spec.draft_vocab_size < spec.vocab_size:
         out.append(Problem("No d2t: draft ids would be read as target ids.", "Use an export that includes d2t."))
+    if spec.norm_before_residual:
+        out.append(Problem("norm_before_residual: true (residual taken after hidden_norm): released EAGLE-3 heads take "
+                           "it before, and convert refuses it.", "Check where the head came from; `bench` runs it as "
+                           "vLLM would, so compare it with the released head (`bench --reference-draft`)."))
     if target:
         feature = spec.hidden_size if spec.kind == EAGLE1 else spec.target_hidden_size
         if feature != target.hidden_size:
