@@ -18,12 +18,17 @@ typed errors. No Xet headers, so the client uses plain HTTP.
         proc = run_python(hub, "from huggingface_hub import hf_hub_download; ...", hf_home=tmp_path / "hf")
         assert hub.file_bytes("org/model", "model.safetensors") == ...
 
+Counters are read only when the server is quiet: a request counts once its handler has finished, and every read
+(`requests`, `hits`, `total_bytes`, `file_bytes`, `api_bytes`, `bytes_by_file`, `reset_counts`) first waits for the
+requests still being handled (see `HubServer._quiet`).
+
 Environment is read by `huggingface_hub` at import, so clients run in a subprocess (`run_python`, `run_cli`) with
 `HF_ENDPOINT`, `HF_HOME` and `HF_HUB_OFFLINE` set; telemetry is off so no `/api/agent-harnesses` call is made.
 """
 
 from __future__ import annotations
 
+import bisect
 import email.utils
 import hashlib
 import json
@@ -34,6 +39,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -42,6 +48,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5", ".onnx", ".ckpt")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 CHUNK = 64 * 1024
+SETTLE_TIMEOUT = 30.0  # seconds a counter read waits for the requests still being handled
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -109,9 +116,15 @@ class HubServer:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.options: dict[str, RepoOptions] = {}
-        self.hits: list[Hit] = []
         self._faults: list[tuple[str, Fault]] = []  # ("drop" | "fail", fault)
         self._lock = threading.Lock()
+        # Requests whose handler has finished, as (sequence number, hit), in the order the requests were read.
+        self._done: list[tuple[int, Hit]] = []
+        # Requests read but not yet finished: sequence number -> request line. Guarded by _lock; _settled is
+        # notified whenever one finishes.
+        self._in_flight: dict[int, str] = {}
+        self._seq = 0
+        self._settled = threading.Condition(self._lock)
         self._hash_cache: dict[tuple[str, int, int], tuple[str, str]] = {}
         self._conns: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
@@ -223,14 +236,56 @@ class HubServer:
         return None
 
     # ---- counters ---------------------------------------------------------------------------------------------
+    # A handler updates its Hit while it answers (status, then `sent` after each chunk written), so a client can read
+    # the last byte of a response, or see a dropped connection, and go on (or exit) before the handler thread has
+    # counted that chunk. So a Hit is published only when its handler has finished, and every read first waits until
+    # no request is in flight. That is enough: a request is in flight from the moment its request line has been read
+    # (before any byte of its answer is sent) until its handler has finished, and a client only sees an answer after
+    # the handler has read the request. So every request whose answer a client has seen, even in part, is either in
+    # flight (and waited for) or finished (and published with its final counts). A keep-alive connection waiting for
+    # its next request is not in flight, so idle pooled connections never block a read.
+    def _quiet(self) -> None:
+        """With `_lock` held: wait until no request is in flight; raise rather than return partial counts."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while self._in_flight:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                stuck = "; ".join(self._in_flight.values())
+                raise AssertionError(f"test hub: {len(self._in_flight)} request(s) still being handled after "
+                                     f"{SETTLE_TIMEOUT:g} s, counts would be partial: {stuck}")
+            self._settled.wait(left)
+
     def reset_counts(self) -> None:
-        with self._lock:
-            self.hits.clear()
+        """Forget every request so far (after waiting for those still being handled)."""
+        with self._settled:
+            self._quiet()
+            self._done.clear()
+
+    @property
+    def hits(self) -> list[Hit]:
+        """Every finished request, in the order they were read (a copy: waits for those still being handled)."""
+        return self.requests()
 
     def requests(self, kind: str | None = None, repo: str | None = None, file: str | None = None) -> list[Hit]:
-        with self._lock:
-            return [h for h in self.hits if (kind is None or h.kind == kind) and (repo is None or h.repo == repo)
+        with self._settled:
+            self._quiet()
+            return [h for _, h in self._done if (kind is None or h.kind == kind) and (repo is None or h.repo == repo)
                     and (file is None or h.file == file)]
+
+    def _begin(self, requestline: str) -> int:
+        with self._lock:
+            self._seq += 1
+            self._in_flight[self._seq] = requestline
+            return self._seq
+
+    def _finish(self, seq: int, hit: Hit | None) -> None:
+        with self._settled:
+            if hit is not None:
+                # Sequence order is request order: concurrent handlers may finish in any order, but a client that
+                # sends one request after seeing the answer to another sends it after that one was read.
+                bisect.insort(self._done, (seq, hit), key=lambda item: item[0])
+            del self._in_flight[seq]
+            self._settled.notify_all()
 
     @property
     def total_bytes(self) -> int:
@@ -337,11 +392,26 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
+    # ---- bookkeeping: a request is in flight from its request line to the end of its handling -----------------
+    def handle_one_request(self) -> None:
+        self._seq: int | None = None
+        self._current: Hit | None = None
+        try:
+            super().handle_one_request()  # idles in readline() between keep-alive requests: not in flight there
+        finally:
+            if self._seq is not None:
+                self.hub._finish(self._seq, self._current)
+
+    def parse_request(self) -> bool:
+        # Called once the request line has been read and before anything is answered (parse errors included).
+        self._seq = self.hub._begin(str(self.raw_requestline, "iso-8859-1").rstrip("\r\n"))
+        return super().parse_request()
+
     # ---- plumbing ---------------------------------------------------------------------------------------------
     def _hit(self, kind: str, repo: str | None = None, file: str | None = None) -> Hit:
+        """The Hit of this request: updated while it is answered, published to `hub` when its handling has ended."""
         hit = Hit(self.command, self.path, kind, repo, file, self.headers.get("Range"), 0)
-        with self.hub._lock:
-            self.hub.hits.append(hit)
+        self._current = hit
         return hit
 
     def _token(self) -> str | None:
