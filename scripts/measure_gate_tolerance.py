@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """How far τ of a correct conversion moves from its raw head when the reference gate cannot be exact (bf16, or
-sampling), against how far the deliberate mistakes move it: the numbers behind `gates.TAU_TOLERANCE`.
+sampling), against how far the deliberate mistakes move it: the numbers behind `gates.tau_tolerance` (Z standard errors, at least
+MIN_TAU_TOLERANCE).
 
 For each mode (fp32 greedy, bf16 greedy, fp32 and bf16 at temperature 1 over several seeds), every correct conversion
 of the tiny release pair (scripts/make_tiny_vllm_pair.py: build_releases) and every deliberate mistake of
@@ -60,7 +61,7 @@ def main() -> None:
     start = time.time()
     for dtype, temperature, seeds in modes:
         for what, name, kind, out in cases:
-            deltas, passed = [], []
+            deltas, passed, tolerances = [], [], []
             for seed in seeds:
                 report = eagle_convert.bench(str(rel["target"]), str(out), k=args.k, max_new_tokens=args.tokens,
                                              prompts=str(rel["prompts"]), dtype=dtype, temperature=temperature,
@@ -69,10 +70,13 @@ def main() -> None:
                 check = report.gates[0]
                 deltas.append(abs(check.details["tau"] - check.details["reference_tau"]))
                 passed.append(check.passed)
+                tolerances.append(check.details["tolerance"] or 0.0)
             rows.append({"dtype": dtype, "temperature": temperature, "case": what, "name": name,
-                         "max_abs_delta_tau": max(deltas), "gate_passed": all(passed),
+                         "max_abs_delta_tau": max(deltas), "min_tolerance": min(tolerances),
+                         "gate_passed": all(passed),
                          "gate_failed_seeds": passed.count(False), "seeds": len(seeds)})
             print(f"{dtype:9} T={temperature:<4} {what:8} {name:38} max|Δτ| {max(deltas):.4f}  "
+                  f"tolerance >= {min(tolerances):.3f}  "
                   f"gate {'pass' if all(passed) else 'FAIL'} ({passed.count(False)}/{len(seeds)} failed)", flush=True)
     for dtype, temperature, _ in modes:
         mine = [r for r in rows if r["dtype"] == dtype and r["temperature"] == temperature]

@@ -145,9 +145,24 @@ def test_half_precision_compares_tau_within_the_tolerance(releases, tmp_path):
     report = eagle_convert.bench(str(releases["target"]), str(out), k=K, max_new_tokens=TOKENS, dtype="bfloat16",
                                  prompts=str(releases["prompts"]), baseline=False, reference_draft=str(releases["eagle1"]))
     check = report.gates[0]
-    assert check.details["mode"] == "tau_tolerance" and check.details["tolerance"] == gates.TAU_TOLERANCE
-    assert check.passed == (abs(check.details["tau"] - check.details["reference_tau"]) <= gates.TAU_TOLERANCE)
+    tolerance, error = gates.tau_tolerance(report, report.reference)
+    assert check.details["mode"] == "tau_tolerance" and check.details["tolerance"] == tolerance
+    assert tolerance == max(gates.MIN_TAU_TOLERANCE, gates.Z_SCORE * error) and 0 < error < 1
+    assert check.passed == (abs(check.details["tau"] - check.details["reference_tau"]) <= tolerance)
     assert check.passed
+
+
+def test_the_tolerance_is_the_standard_error_of_the_difference():
+    """τ = 1 + mean of per-round accepted counts: the tolerance is Z standard errors of the difference of two means."""
+    from types import SimpleNamespace
+
+    def run(*rounds):
+        return SimpleNamespace(prompts=[SimpleNamespace(accepted_per_turn=[list(rounds)])])
+
+    a, b = run(0, 1, 2, 3), run(1, 1, 1, 1)  # variances 5/3 and 0
+    tolerance, error = gates.tau_tolerance(a, b)
+    assert error == pytest.approx((5 / 3 / 4) ** 0.5) and tolerance == pytest.approx(gates.Z_SCORE * error)
+    assert gates.tau_tolerance(run(*[1] * 1000), run(*[1] * 1000)) == (gates.MIN_TAU_TOLERANCE, 0.0)
 
 
 def _stored(releases, draft, path: Path, **options) -> dict:
