@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: on the project machines `torch==2.13.0` resolves to a local CPU build. Override for a GPU box.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test test-vllm vllm-env real-demo clean
+.PHONY: demo test test-vllm vllm-env real-demo stress-convert stress-suite clean
 
 $(BIN)/eagle-convert: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,14 @@ real-demo: $(BIN)/eagle-convert
 	$(BIN)/eagle-convert bench --target $(REAL_DIR)/smollm2 --draft $(REAL_DIR)/eagle1-smollm2-vllm-v0 \
 		--prompts scripts/data/real_eval_prompts.jsonl -k 3 --max-new-tokens 128 --threads $(REAL_THREADS) \
 		--min-acceptance-length 1.3
+
+# The race hunts of the CI-trust work (slow; not in CI): N CLI conversions, then the suite N times, each while two busy
+# processes keep both cores loaded. Every exit status must be 0.
+STRESS_N ?= 500
+stress-convert: $(BIN)/eagle-convert
+	bash scripts/stress_convert.sh $(STRESS_N)
+stress-suite: $(BIN)/eagle-convert
+	bash scripts/stress_suite.sh $(or $(SUITE_N),10)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info src/*.egg-info
