@@ -103,6 +103,9 @@ def plan_gather(name: str, shards: list[TensorRef], *, vocab: int, hidden: int, 
                           f"({', '.join(sorted(str(d).removeprefix('torch.') for d in dtypes))}).", REEXPORT)
     if dim == 1:
         return _plan_columns(name, shards, vocab, hidden, where, stage)
+    if padding == "pad64" and pad64(vocab) % tp:
+        raise ShapeMismatchError(f"{where} has {tp} ranks, which do not divide the padded vocabulary pad64({vocab}) "
+                                 f"= {pad64(vocab)}: vLLM cannot have saved it.", REEXPORT)
     rows = shapes[0][0]
     ragged = padding == "tp-chunk" and all(s == shapes[0] for s in shapes[:-1]) and 0 < shapes[-1][0] <= rows \
         and shapes[-1][1] == shapes[0][1]
@@ -114,9 +117,6 @@ def plan_gather(name: str, shards: list[TensorRef], *, vocab: int, hidden: int, 
                                  f"hidden_size is {hidden}.", "The config.json does not belong to these rank files; "
                                  "restore the config.json of the model that was saved.")
     expected = pad64(vocab) // tp if padding == "pad64" else -(-vocab // tp)
-    if padding == "pad64" and pad64(vocab) % tp:
-        raise ShapeMismatchError(f"{where} has {tp} ranks, which do not divide the padded vocabulary pad64({vocab}) "
-                                 f"= {pad64(vocab)}: vLLM cannot have saved it.", REEXPORT)
     if rows != expected:
         rule = (f"{tp} x {rows} = {tp * rows} rows, but pad64(vocab_size {vocab}) = {pad64(vocab)}"
                 if padding == "pad64" else f"{rows} rows per rank, but ceil(vocab_size {vocab} / tp {tp}) = {expected}")
