@@ -47,9 +47,10 @@ def _save_parts(folder: Path, name_of_part, state: dict[str, torch.Tensor], max_
 
 def save_vllm_ranks(folder: Path, config: dict, tensors: dict[str, torch.Tensor], tp: int, *, pp: int = 1,
                     dtype: torch.dtype | None = None, max_size: int | None = None, lm_head_module: bool = True,
-                    stale_index: bool = True) -> None:
+                    stale_index: bool = True, bulk: tuple[str, ...] = ()) -> None:
     """A vLLM sharded_state folder of the whole HF state `tensors` (only the embedding, LM head and final norm are
-    kept: all a splice reads). `lm_head_module=False`: a model that computes logits from its embedding (Gemma)."""
+    kept: all a splice reads, plus the `bulk` tensors, whole in every first-stage rank file: bytes a splice must not
+    read). `lm_head_module=False`: a model that computes logits from its embedding (Gemma)."""
     folder.mkdir(parents=True, exist_ok=True)
     vocab = config["vocab_size"]
     rows = -(-vocab // 64) * 64
@@ -66,6 +67,8 @@ def save_vllm_ranks(folder: Path, config: dict, tensors: dict[str, torch.Tensor]
             # its storage is lm_head's, and _filter_subtensors keeps the smaller name: lm_head.weight.
             if (first or (tied and last)) and not (tied and last and lm_head_module):
                 state[TARGET_EMBED] = embeds[r]
+            if first:
+                state.update({n: cast(tensors[n]).clone() for n in bulk})
             if last:
                 state[NORM] = cast(tensors[NORM]).clone()
                 if lm_head_module:
