@@ -188,3 +188,10 @@ def test_exit_code_from_a_real_process(folders):
                            "-o", str(tmp / "out")], capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stderr.startswith("error: ") and "missing rank 0" in proc.stderr
     assert not (tmp / "out").exists()
+
+
+def test_bench_refuses_a_per_rank_target(folders):
+    tmp, tensors = folders
+    vllm(tmp, tensors)
+    result = cli("bench", "-t", tmp / "t", "-d", tmp / "draft", "--max-new-tokens", "2", "--no-baseline")
+    assert result.exit_code == 1 and "saved per tensor-parallel rank" in " ".join(result.stderr.split())
