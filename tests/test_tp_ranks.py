@@ -194,3 +194,20 @@ def test_dry_run_lists_byte_ranges_and_inspect_describes(tmp_path):
         f"model-rank-{r}-part-0.safetensors" for r in range(4)]
     human = CliRunner().invoke(main, ["inspect", str(tmp_path / "ranks")]).output
     assert "tp 4, pp 1" in human and "padded to 1024" in human
+
+
+def test_fold_reads_the_gathered_embedding(tmp_path):
+    """--fc-bias fold on a head without its own embedding folds into the target's: gathered from the ranks, the
+    folded embedding is byte-identical to the one folded from the whole target."""
+    cfg = TinyConfig(vocab_size=V_ODD)
+    tensors = make_target(tmp_path / "hf", cfg)
+    make_eagle1_head(tmp_path / "draft", cfg, tensors, fc_bias=True)
+    state = torch.load(tmp_path / "draft" / "pytorch_model.bin", weights_only=True)
+    del state["embed_tokens.weight"]
+    torch.save(state, tmp_path / "draft" / "pytorch_model.bin")
+    save_vllm_ranks(tmp_path / "ranks", cfg.hf_config(), tensors, 4)
+    _, ranked, prov = convert(tmp_path, tmp_path / "ranks", fc_bias="fold")
+    _, whole_, _ = convert(tmp_path, tmp_path / "hf", fc_bias="fold")
+    assert torch.equal(ranked["embed_tokens.weight"], whole_["embed_tokens.weight"])
+    assert prov["tensors"]["embed_tokens.weight"]["how"] == "fold_fc_bias"
+    assert sum(s["name"] == "model.embed_tokens.weight" for s in prov["tensors"]["embed_tokens.weight"]["sources"]) == 4
