@@ -138,7 +138,8 @@ class Filler:
     def __init__(self):
         self.pools: dict[str, memoryview] = {}
 
-    def write(self, f, name: str, shape: tuple[int, ...], dtype: str) -> None:
+    def write(self, f, name: str, shape: tuple[int, ...], dtype: str, skip: int = 0, count: int | None = None) -> None:
+        """The bytes of tensor `name`; `skip`/`count`: only bytes [skip, skip + count) of them (a rank's slice)."""
         import torch
 
         if dtype not in self.pools:
@@ -146,8 +147,8 @@ class Filler:
             pool = (torch.randn(FILL_POOL, generator=g) * 0.02).to(getattr(torch, dtype))
             self.pools[dtype] = memoryview(pool.view(torch.uint8).numpy()).cast("B")
         pool, item = self.pools[dtype], ITEMSIZE[dtype]
-        left = nbytes(shape, dtype)
-        pos = (zlib.crc32(name.encode()) % FILL_POOL) * item
+        left = nbytes(shape, dtype) - skip if count is None else count
+        pos = ((zlib.crc32(name.encode()) % FILL_POOL) * item + skip) % len(pool)
         while left:
             chunk = pool[pos: pos + left]
             f.write(chunk)
@@ -155,7 +156,9 @@ class Filler:
             pos = 0
 
 
-def write_safetensors(path: Path, tensors, dtype: str, filler: Filler) -> None:
+def write_safetensors(path: Path, tensors, dtype: str, filler: Filler, data=None) -> None:
+    """`data(f, name, shape)` writes a tensor's bytes (default: the filler's)."""
+    data = data or (lambda f, name, shape: filler.write(f, name, shape, dtype))
     order = sorted(tensors)  # safetensors' save_file orders same-dtype tensors by name
     header, off = {"__metadata__": {"format": "pt"}}, 0
     for name, shape in order:
@@ -166,7 +169,43 @@ def write_safetensors(path: Path, tensors, dtype: str, filler: Filler) -> None:
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(raw)) + raw)
         for name, shape in order:
-            filler.write(f, name, shape, dtype)
+            data(f, name, shape)
+
+
+VOCAB_SHARDED = ("lm_head.weight", "model.embed_tokens.weight")
+
+
+def build_ranks(root: Path, s: Shape, d: dict, tp: int) -> Path:
+    """The target as vLLM's save_sharded_state writes it at TP=`tp` (model-rank-{r}-part-0.safetensors: the vocab
+    padded with zero rows to a multiple of 64 and cut into tp slices; the source's index copied, stale), holding
+    the LM head, the embedding and the final norm (what the CPU backend saves of the linear-free part; a GPU save
+    would add the sharded layers, which a splice never reads). Each slice's rows are the whole target's same rows,
+    so a conversion against it must write the same bytes as one against the whole target."""
+    folder = root / f"target-tp{tp}"
+    marker = folder / "built.json"
+    if marker.exists() and json.loads(marker.read_text()) == {"tp": tp, **d}:
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    v, h, dtype, filler = d["vocab"], d["hidden"], s.target_dtype, Filler()
+    rows = -(-v // 64) * 64 // tp
+    row_bytes = h * ITEMSIZE[dtype]
+    for r in range(tp):
+        real = max(0, min(rows, v - r * rows))
+
+        def data(f, name, shape, real=real, r=r):
+            if name not in VOCAB_SHARDED:
+                return filler.write(f, name, shape, dtype)
+            filler.write(f, name, (v, h), dtype, skip=r * rows * row_bytes, count=real * row_bytes)
+            f.write(bytes((rows - real) * row_bytes))  # vLLM's zero padding rows
+
+        tensors = [("model.embed_tokens.weight", (rows, h)), ("model.norm.weight", (h,)), ("lm_head.weight", (rows, h))]
+        write_safetensors(folder / f"model-rank-{r}-part-0.safetensors", tensors, dtype, filler, data)
+    for name in ("config.json", "model.safetensors.index.json"):  # what the save script copies
+        shutil.copyfile(root / "target" / name, folder / name)
+    os.sync()
+    marker.write_text(json.dumps({"tp": tp, **d}))
+    return folder
 
 
 def build(folder: Path, s: Shape, scale: float, draft_dtype: str | None) -> dict:
@@ -414,6 +453,7 @@ def main() -> None:
     ap.add_argument("--only", default="convert,recipe,floor", help="comma-separated subset")
     ap.add_argument("--clean", action="store_true", help="delete the built checkpoints at the end")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
+    ap.add_argument("--ranks", type=int, metavar="TP", help="also convert against the target saved per rank at TP")
     args = ap.parse_args()
     s = SHAPES[args.shape]
     root = args.workdir.resolve() / f"{s.name}-s{args.scale:g}{'-' + args.draft_dtype if args.draft_dtype else ''}"
@@ -426,8 +466,9 @@ def main() -> None:
     head = lm_head_span(target)
     spans = [f"{p}:0:{p.stat().st_size}" for p in weight_files(draft) if p.name != "config.json"]
     spans.append(":".join(map(str, head)))
-    only = args.only.split(",")
-    runs: dict[str, list[dict]] = {k: [] for k in ("convert", "recipe", "floor") if k in only}
+    only = args.only.split(",") + (["ranks"] if args.ranks else [])
+    ranked = build_ranks(root, s, params, args.ranks) if args.ranks else None
+    runs: dict[str, list[dict]] = {k: [] for k in ("convert", "recipe", "floor", "ranks") if k in only}
     params["largest_output_tensor"] = 0
     written = {"bytes": 0}
     commands = {
@@ -435,6 +476,8 @@ def main() -> None:
                                           "vllm-v0", "--dtype", "bfloat16", "--quiet"],
         "recipe": lambda out: [sys.executable, "-c", RECIPE, str(draft), str(target), str(out)],
         "floor": lambda out: [sys.executable, "-c", FLOOR, str(out / "copy.bin"), str(written["bytes"]), *spans],
+        "ranks": lambda out: convert + ["convert", str(draft), "--target", str(ranked), "-o", str(out), "--to",
+                                        "vllm-v0", "--dtype", "bfloat16", "--quiet"],
     }
     kinds = [k for k in commands if k in runs]
     for r in range(-args.warmup, args.repeat):
@@ -447,8 +490,8 @@ def main() -> None:
         order = kinds if r <= 0 else kinds[r % len(kinds):] + kinds[: r % len(kinds)]
         for kind in order:
             target_file = outs[kind] / "copy.bin" if kind == "floor" else outs[kind]
-            result = measure(commands[kind](outs[kind]), target_file, draft, target)
-            if kind != "floor":
+            result = measure(commands[kind](outs[kind]), target_file, draft, ranked if kind == "ranks" else target)
+            if kind not in ("floor", "ranks"):
                 written["bytes"] = written["bytes"] or result["written"]
                 params["largest_output_tensor"] = params["largest_output_tensor"] or largest_tensor(outs[kind])
             if r >= 0:
@@ -457,6 +500,10 @@ def main() -> None:
             same, why = compare(outs["convert"], outs["recipe"])
             params["identical"] = why if same else f"DIFFERENT: {why}"
             print(f"(a) vs (b): {'IDENTICAL' if same else 'DIFFERENT'}: {why}", file=sys.stderr)
+        if r == 0 and {"convert", "ranks"} <= set(runs):
+            same, why = compare(outs["convert"], outs["ranks"])
+            params["identical_ranks"] = why if same else f"DIFFERENT: {why}"
+            print(f"(a) vs (d): {'IDENTICAL' if same else 'DIFFERENT'}: {why}", file=sys.stderr)
         for o in outs.values():
             shutil.rmtree(o, ignore_errors=True)
     params["machine"] = machine(root)
@@ -465,7 +512,7 @@ def main() -> None:
         args.json.write_text(json.dumps({"params": params, "runs": runs, "shape": asdict(s)}, indent=2))
     if args.clean:
         shutil.rmtree(root)
-    if params.get("identical", "").startswith("DIFFERENT"):
+    if any(params.get(k, "").startswith("DIFFERENT") for k in ("identical", "identical_ranks")):
         raise SystemExit(1)
 
 
@@ -482,7 +529,8 @@ def report(runs: dict[str, list[dict]], params: dict, lm_head: int, s: Shape, ar
     print("| run | wall s | cpu s | × floor | × recipe | peak RssAnon MB | VmHWM MB | target read MB | draft read MB "
           "| written MB | load |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    labels = {"convert": "(a) eagle-convert", "recipe": "(b) recipe", "floor": "(c) floor"}
+    labels = {"convert": "(a) eagle-convert", "recipe": "(b) recipe", "floor": "(c) floor",
+              "ranks": f"(d) eagle-convert, TP={args.ranks} rank files"}
     for k, m in med.items():
         ratio = lambda base: f"{m['wall_s'] / base:.2f}" if base else "-"  # noqa: E731
         print(f"| {labels[k]} | {m['wall_s']:.1f} ({m['best_s']:.1f}) | {m['cpu_s']:.1f} | {ratio(floor)} | "
@@ -503,6 +551,14 @@ def report(runs: dict[str, list[dict]], params: dict, lm_head: int, s: Shape, ar
               f"{', '.join(f'{x:.2f}' for x in paired)})")
     if "identical" in params:
         print(f"- (a) vs (b): {params['identical']}")
+    if "ranks" in med:
+        d = med["ranks"]
+        print(f"- (d) against TP={args.ranks} rank files: peak RssAnon {d['rss_anon'] / MB:.0f} MB = "
+              f"{d['rss_anon'] / m['rss_anon']:.2f} × (a)'s; ≤ (a) + one output LM head ({biggest / MB:.0f} MB): "
+              f"{'met' if d['rss_anon'] <= m['rss_anon'] + biggest + 50 * MB else 'MISSED'}; wall "
+              f"{d['wall_s'] / m['wall_s']:.2f} × (a)'s; target read {d['target_read'] / MB:.1f} MB")
+    if "identical_ranks" in params:
+        print(f"- (a) vs (d): {params['identical_ranks']}")
 
 
 if __name__ == "__main__":

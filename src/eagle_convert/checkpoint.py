@@ -38,6 +38,10 @@ class TensorRef:
     def nbytes(self) -> int:
         return nbytes_of(self.dtype, self.shape)
 
+    def leaves(self) -> tuple[TensorRef, ...]:
+        """The byte ranges read to produce it: itself (a gathered per-rank tensor has one per rank)."""
+        return (self,)
+
 
 def parse_safetensors_header(source: FileSource, rel: str) -> dict[str, TensorRef]:
     where = source.describe(rel)
@@ -66,6 +70,9 @@ def parse_safetensors_header(source: FileSource, rel: str) -> dict[str, TensorRe
 
 class Checkpoint:
     """Config + lazy tensor index of one checkpoint folder (local or remote, through its FileSource)."""
+
+    notes: tuple[str, ...] = ()  # what opening it found that the user should know (a per-rank target has some)
+    stored_dtype: str | None = None  # the dtype its tensors hold, when that overrides the config's (per-rank saves)
 
     def __init__(self, source: FileSource):
         self.source = source

@@ -71,6 +71,8 @@ def hub_options(fn):
 @click.option("-k", "--num-speculative-tokens", default=3, show_default=True, help="k in the printed serve command.")
 @click.option("--max-shard-size", default="5GB", show_default=True, callback=lambda ctx, p, v: _size(v),
               help="Shard the output above this size (5GB, 500MB, bytes).")
+@click.option("--target-pattern", metavar="PATTERN",
+              help="A target saved per rank with a custom vLLM --file-pattern, e.g. 'w-{rank}-{part}.safetensors'.")
 @click.option("--check-embedding", is_flag=True,
               help="Compare the draft's embedding copy with the target's even when that reads another target shard.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the bytes it will read; write nothing.")
@@ -80,7 +82,7 @@ def hub_options(fn):
 @hub_options
 @handle_errors
 def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens, max_shard_size,
-            check_embedding, dry_run, force, as_json, quiet, revision, target_revision, token, offline):
+            target_pattern, check_embedding, dry_run, force, as_json, quiet, revision, target_revision, token, offline):
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout."""
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
@@ -96,7 +98,8 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
                      max_shard_size=max_shard_size, fc_bias=fc_bias, verifier=verifier,
                      num_speculative_tokens=num_speculative_tokens, revision=revision,
                      target_revision=target_revision, token=token, offline=offline,
-                     progress=not quiet and not as_json, check_embedding=check_embedding)
+                     progress=not quiet and not as_json, check_embedding=check_embedding,
+                     target_pattern=target_pattern)
     finally:
         background.finish()  # convert() did already, unless it never started: nothing may outlive the command
     plan = result.plan
@@ -116,6 +119,8 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
 
 
 def _human_convert(result) -> str:
+    from .plan import GATHER
+
     plan = result.plan
     lines = [f"draft: {result.draft.label} ({result.detected_layout} layout: {result.detected_because})",
              f"{'plan' if result.out is None else 'wrote'}: {plan.spec.kind.upper()} head -> {plan.layout} ({plan.dtype_name})"]
@@ -123,6 +128,9 @@ def _human_convert(result) -> str:
     for t in plan.tensors:
         lines.append(f"  {t.name:<{width}}  {str(t.dtype).removeprefix('torch.'):<8} {str(list(t.shape)):<14} "
                      f"<- {t.describe_source()}")
+        if t.derive == GATHER:  # a per-rank target: the exact byte range read from each rank file
+            lines += [f"      reads {r['file']} bytes [{r['offset']:,}, {r['offset'] + r['bytes']:,}) ({r['name']})"
+                      for r in t.reads()]
     read = plan.bytes_read()
     lines.append(f"tensor bytes to read: draft {read['draft']:,}, target {read['target']:,}")
     for role, fetch in (result.fetch or {}).items():
@@ -140,15 +148,17 @@ def _human_convert(result) -> str:
 @click.argument("path")
 @click.option("--target", "-t", help="Also check the head against this target.")
 @click.option("--drop", multiple=True, metavar="PATTERN", help="Ignore draft tensors matching this glob.")
+@click.option("--target-pattern", metavar="PATTERN", help="A target saved per rank with a custom vLLM --file-pattern.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report on stdout.")
 @hub_options
 @handle_errors
-def inspect(path, target, drop, as_json, revision, target_revision, token, offline):
-    """Show PATH's layout and why, its config, tensors, and the problems a conversion would fix."""
+def inspect(path, target, drop, target_pattern, as_json, revision, target_revision, token, offline):
+    """Show PATH's layout and why, its config, tensors, and the problems a conversion would fix. PATH may also be a
+    target saved per rank: its format, ranks, padding and which files hold the LM head."""
     run = _api().inspect
 
     report = run(path, target, drop=drop, revision=revision, target_revision=target_revision, token=token,
-                 offline=offline)
+                 offline=offline, target_pattern=target_pattern)
     _emit(as_json, report.to_dict(), _human_inspect(report))
 
 
@@ -161,10 +171,23 @@ def _human_inspect(report) -> str:
              "tensors:"]
     width = max((len(t["name"]) for t in report.tensors), default=0)
     lines += [f"  {t['name']:<{width}}  {t['dtype']:<5} {str(t['shape']):<14} {t['file']}" for t in report.tensors]
+    if report.ranks:
+        lines += _human_ranks(report.ranks)
     lines += [f"note: {n}" for n in report.notes]
     lines.append("problems:" if report.problems else "problems: none found")
     lines += [f"  - {p.what}\n    fix: {p.fix}" for p in report.problems]
     return "\n".join(lines)
+
+
+def _human_ranks(ranks: dict) -> list[str]:
+    lines = [f"per-rank target: {ranks['title']}; tp {ranks['tp']}, pp {ranks['pp']}, {ranks['parts_per_rank']} "
+             f"part(s) per rank ({ranks['pattern']}); vocab {ranks['vocab_size']} padded to {ranks['padded_vocab']}, "
+             f"hidden {ranks['hidden_size']}, stored as {ranks['dtype']}"]
+    for hf_name, t in ranks["tensors"].items():
+        lines.append(f"  {hf_name} {t['shape']} <- {t['how']} of {t['from']}:")
+        lines += [f"      {r['file']} {r['shape']} bytes [{r['offset']:,}, {r['offset'] + r['bytes']:,})"
+                  for r in t["reads"]]
+    return lines
 
 
 @main.command()

@@ -20,7 +20,9 @@ from .io.readahead import WARMER
 from .io.read import read_rows, read_tensor, tensor_bytes
 from .io.write import OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
 from .modelcard import model_card
-from .plan import FOLD, ZEROS, Plan, PlannedTensor, build_plan
+from .plan import FOLD, GATHER, ZEROS, Plan, PlannedTensor, build_plan
+from .ranks.gather import gather
+from .ranks.shards import Gathered
 from .resolve import InputRef, absolute_if_local, open_input
 from .target import TargetInfo, read_target
 from .units import parse_size
@@ -95,13 +97,15 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             dry_run: bool = False, force: bool = False, drop: tuple[str, ...] = (), max_shard_size: str | int = "5GB",
             fc_bias: str = "error", verifier: str | None = None, num_speculative_tokens: int = 3,
             revision: str | None = None, target_revision: str | None = None, token: str | None = None,
-            offline: bool | None = None, progress: bool = False, check_embedding: bool = False) -> ConversionResult:
+            offline: bool | None = None, progress: bool = False, check_embedding: bool = False,
+            target_pattern: str | None = None) -> ConversionResult:
     """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (see the README for every option)."""
     quiet = not progress
     # A dry run reads the draft's safetensors header by range too, so it fetches no tensor data.
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft", quiet=quiet,
                           ranges=True if dry_run else None)
-    target_in = open_input(target, revision=target_revision, token=token, offline=offline, role="target", quiet=quiet)
+    target_in = open_input(target, revision=target_revision, token=token, offline=offline, role="target", quiet=quiet,
+                           pattern=target_pattern)
     if not dry_run:
         if out is None:
             raise OutputPathError("No output folder given.", "Pass -o OUT (or --dry-run to only print the plan).")
@@ -139,7 +143,8 @@ def compare_embeddings(head: DraftHead, target: TargetInfo, plan: Plan, always: 
     ref = head.tensors.get("embed_tokens.weight")
     if ref is None or not target.checkpoint.has("model.embed_tokens.weight"):
         return None
-    files_read = {src.ref.file for t in plan.tensors for src in t.sources if src.origin == "target"}
+    files_read = {leaf.file for t in plan.tensors for src in t.sources if src.origin == "target"
+                  for leaf in src.ref.leaves()}
     embed_file = target.checkpoint.file_of("model.embed_tokens.weight")
     if not always and embed_file not in files_read:
         return {"rows_compared": 0, "max_abs_diff": None, "equal": None,
@@ -166,7 +171,8 @@ def fetch_plan(plan: Plan, inputs: dict[str, InputRef]) -> dict | None:
         source = ref.checkpoint.source
         if not isinstance(source, HubSource):
             continue
-        refs = {(src.ref.file, src.ref.name): src.ref for t in plan.tensors for src in t.sources if src.origin == role}
+        refs = {(leaf.file, leaf.name): leaf for t in plan.tensors for src in t.sources if src.origin == role
+                for leaf in src.ref.leaves()}
         items = []
         if role == "draft" or ref.checkpoint.weight_format == "bin":  # whole weight files
             for rel in sorted({file for file, _ in refs} | (set(ref.checkpoint.files) if role == "draft" else set())):
@@ -208,7 +214,9 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
     for planned in plan.tensors:  # in the order they are written: the disk reads ahead of the CPU
         for origin, ref in planned.sources:
             source = checkpoints[origin].source
-            source.warm(ref.file, *((ref.offset, ref.nbytes) if ref.offset is not None else (0, source.size(ref.file))))
+            for leaf in ref.leaves():
+                source.warm(leaf.file, *((leaf.offset, leaf.nbytes) if leaf.offset is not None
+                                         else (0, source.size(leaf.file))))
     wanted = [OutTensor(t.name, t.dtype, t.shape) for t in plan.tensors]
     shards = shard(wanted, max_shard)
     files = dict(zip(shard_names(len(shards)), shards))
@@ -238,12 +246,14 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
 
 def _how(planned: PlannedTensor) -> str:
     """How an output tensor was made from its sources, for the provenance record."""
-    if planned.derive is not None:
+    if planned.derive not in (None, GATHER):
         return planned.derive
-    source_dtype = planned.sources[0].ref.dtype
-    if source_dtype == planned.dtype:
-        return "copy"
-    return f"cast {str(source_dtype).removeprefix('torch.')} -> {str(planned.dtype).removeprefix('torch.')}"
+    source = planned.sources[0].ref
+    cast = (None if source.dtype == planned.dtype else
+            f"cast {str(source.dtype).removeprefix('torch.')} -> {str(planned.dtype).removeprefix('torch.')}")
+    if planned.derive == GATHER:
+        return f"{source.how()}, then {cast}" if cast else source.how()
+    return cast or "copy"
 
 
 def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result: ConversionResult):
@@ -255,6 +265,13 @@ def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result:
     values, sources = [], []
     for origin, ref in planned.sources:
         ckpt = checkpoints[origin]
+        if isinstance(ref, Gathered):  # one source entry per rank shard, with the byte range read
+            value, shards = gather(ckpt, ref)
+            sources += [{"origin": origin, "file": ckpt.source.describe(leaf.file), "name": leaf.name,
+                         "range": [leaf.offset, leaf.offset + leaf.nbytes], "revision": ckpt.source.revision(),
+                         "sha256": Digest(tensor_bytes(shard))} for leaf, shard in zip(ref.leaves(), shards)]
+            values.append(value)
+            continue
         value = read_tensor(ckpt, ref)
         span = ckpt.span(ref)  # hashed from the file already (the CLI starts on the draft before torch loads)?
         digest = (PREHASH.take(*span) if span else None) or Digest(tensor_bytes(value))

@@ -9,6 +9,7 @@ from .draft import DraftHead, load_draft
 from .errors import EagleConvertError
 from .resolve import open_input
 from .spec import EAGLE1, EAGLE3
+from .ranks.checkpoint import RankedCheckpoint
 from .target import TargetInfo, read_target
 
 HALF = {"float16", "bfloat16"}
@@ -33,23 +34,29 @@ class InspectReport:
     tensors: list[dict]
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    ranks: dict | None = None  # a target saved per rank: format, tp/pp, parts, padded vocab, the files read
 
     def to_dict(self) -> dict:
         return {"path": self.path, "layout": self.layout, "layout_reason": self.layout_reason, "kind": self.kind,
                 "config": self.config, "tensors": self.tensors, "problems": [p.to_dict() for p in self.problems],
-                "notes": self.notes}
+                "notes": self.notes, "ranks": self.ranks}
 
 
 def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (), revision: str | None = None,
-            target_revision: str | None = None, token: str | None = None, offline: bool | None = None) -> InspectReport:
-    ref = open_input(path, revision=revision, token=token, offline=offline, role="draft", ranges=True)
+            target_revision: str | None = None, token: str | None = None, offline: bool | None = None,
+            target_pattern: str | None = None) -> InspectReport:
+    # PATH may itself be a target saved per rank; --target-pattern names the target's files, PATH's without --target.
+    ref = open_input(path, revision=revision, token=token, offline=offline, role="draft", ranges=True, ranked=True,
+                     pattern=None if target else target_pattern)
     ckpt = ref.checkpoint
+    if isinstance(ckpt, RankedCheckpoint):
+        return _ranked_report(path, ckpt, ref.notes)
     tensors = [{"name": r.name, "shape": list(r.shape), "dtype": SAFETENSORS_CODES[r.dtype], "file": r.file}
                for r in ckpt.refs().values()]
     target_info = None
     if target:
         target_info = read_target(open_input(target, revision=target_revision, token=token, offline=offline,
-                                             role="target").checkpoint)
+                                             role="target", pattern=target_pattern).checkpoint)
     report = InspectReport(path=str(path), layout=None, layout_reason=None, kind=None, config=ckpt.config,
                            tensors=tensors, notes=list(ref.notes))
     try:
@@ -61,6 +68,17 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
     report.notes += list(head.notes)
     report.problems += _problems(head, target_info)
     return report
+
+
+def _ranked_report(path: str, ckpt: RankedCheckpoint, notes: list[str]) -> InspectReport:
+    """A target saved per rank: what convert will gather from it (the checks ran when it was opened)."""
+    ranks = ckpt.describe()
+    tensors = [{"name": r["name"], "shape": r["shape"], "dtype": SAFETENSORS_CODES[ckpt.ref(hf).dtype],
+                "file": r["file"]} for hf, t in ranks["tensors"].items() for r in t["reads"]]
+    unique = list({(t["file"], t["name"]): t for t in tensors}.values())
+    return InspectReport(path=str(path), layout=f"per-rank target ({ranks['format']})",
+                         layout_reason=ckpt.summary_line(), kind="target", config=ckpt.config, tensors=unique,
+                         notes=list(notes), ranks=ranks)
 
 
 def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:

@@ -13,17 +13,19 @@ from .draft import DraftHead
 from .errors import UnsupportedConversionError
 from .formats import OutputContext, get_layout
 from .formats.sglang import ZERO_FC_BIAS
+from .ranks.shards import Gathered
 from .spec import EAGLE1, DraftSpec
 from .target import DTYPE_NAMES, TargetInfo
 
 FC_BIAS_MODES = ("error", "drop", "fold")
 FOLD = "fold_fc_bias"  # E' = E + W_e^-1 b: the fc bias moved into a draft-specific embedding
 ZEROS = "zeros"
+GATHER = "gather"  # concat of a per-rank target's shards, padding rows removed (ranks/)
 
 
 class Source(NamedTuple):
     origin: str  # "draft" or "target": which checkpoint `ref` belongs to
-    ref: TensorRef
+    ref: TensorRef | Gathered  # a Gathered reads one range per rank: its leaves()
 
 
 @dataclass(frozen=True)
@@ -34,15 +36,22 @@ class PlannedTensor:
     sources: tuple[Source, ...]  # what is read to produce it (one, except for derived tensors)
     dtype: torch.dtype
     shape: tuple[int, ...]
-    derive: str | None = None  # FOLD or ZEROS for derived tensors
+    derive: str | None = None  # FOLD or ZEROS for derived tensors; GATHER for a per-rank target's tensor
 
     @property
     def nbytes(self) -> int:
         return nbytes_of(self.dtype, self.shape)
 
+    def reads(self) -> list[dict]:
+        """Every byte range read to produce it: [offset, offset + bytes) of each file."""
+        return [{"origin": origin, "file": leaf.file, "name": leaf.name, "offset": leaf.offset, "bytes": leaf.nbytes}
+                for origin, ref in self.sources for leaf in ref.leaves()]
+
     def describe_source(self) -> str:
         if self.derive == ZEROS:
             return "zeros"
+        if self.derive == GATHER:
+            return self.sources[0].ref.describe()
         srcs = " + ".join(f"{origin} {ref.file}:{ref.name}" for origin, ref in self.sources)
         return f"{FOLD}({srcs})" if self.derive == FOLD else srcs
 
@@ -61,7 +70,8 @@ class Plan:
 
     def bytes_read(self) -> dict[str, int]:
         """Bytes of tensor data read from each input (a tensor read twice counts once)."""
-        unique = {(origin, ref.file, ref.name): ref.nbytes for t in self.tensors for origin, ref in t.sources}
+        unique = {(origin, leaf.file, leaf.name): leaf.nbytes for t in self.tensors for origin, ref in t.sources
+                  for leaf in ref.leaves()}
         totals = {"draft": 0, "target": 0}
         for (origin, _, _), n in unique.items():
             totals[origin] += n
@@ -74,7 +84,8 @@ class Plan:
             "dtype": self.dtype_name,
             "config": self.config,
             "tensors": [{"name": t.name, "source": t.describe_source(), "origin": t.origin,
-                         "dtype": SAFETENSORS_CODES[t.dtype], "shape": list(t.shape), "bytes": t.nbytes}
+                         "dtype": SAFETENSORS_CODES[t.dtype], "shape": list(t.shape), "bytes": t.nbytes,
+                         **({"reads": t.reads()} if t.derive == GATHER else {})}
                         for t in self.tensors],
             "dropped": [{"name": n, "reason": r} for n, r in self.dropped],
             "notes": list(self.notes),
@@ -153,8 +164,10 @@ def _cast_dtype(ref_dtype: torch.dtype, out_dtype: torch.dtype) -> torch.dtype:
     return out_dtype if ref_dtype.is_floating_point else ref_dtype  # d2t (int64) and t2d (bool) keep theirs
 
 
-def _copied(name: str, role: str, origin: str, ref: TensorRef, out_dtype: torch.dtype) -> PlannedTensor:
-    return PlannedTensor(name, role, origin, (Source(origin, ref),), _cast_dtype(ref.dtype, out_dtype), ref.shape)
+def _copied(name: str, role: str, origin: str, ref: TensorRef | Gathered, out_dtype: torch.dtype) -> PlannedTensor:
+    derive = GATHER if isinstance(ref, Gathered) else None
+    return PlannedTensor(name, role, origin, (Source(origin, ref),), _cast_dtype(ref.dtype, out_dtype), ref.shape,
+                         derive=derive)
 
 
 def _planned(name: str, role: str, head: DraftHead, target: TargetInfo, out_dtype: torch.dtype) -> PlannedTensor:

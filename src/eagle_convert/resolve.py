@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .checkpoint import Checkpoint
 from .errors import LayoutError
-from .io.source import LocalSource
+from .io.source import FileSource, LocalSource
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -39,23 +39,35 @@ def absolute_if_local(name: str) -> str:
     return str(path.resolve()) if path.is_dir() else name
 
 
+def open_checkpoint(source: FileSource, ranked: bool, pattern: str | None = None) -> Checkpoint:
+    """One checkpoint (a draft), or, when `ranked` (a target), possibly a folder of per-rank files."""
+    if not ranked:
+        return Checkpoint(source)
+    from .ranks.checkpoint import open_target_checkpoint
+
+    return open_target_checkpoint(source, pattern)
+
+
 def open_input(name: str | Path, *, revision: str | None = None, token: str | None = None,
                offline: bool | None = None, role: str = "draft", quiet: bool = True,
-               ranges: bool | None = None) -> InputRef:
+               ranges: bool | None = None, pattern: str | None = None, ranked: bool | None = None) -> InputRef:
     """A folder, or a repo id read through huggingface_hub. `ranges` (repos only): fetch tensors as byte ranges
-    (default for a target) instead of whole files (default for a draft)."""
+    (default for a target) instead of whole files (default for a draft). A target may be saved per rank
+    (ranks/; `pattern`: a custom vLLM --file-pattern); `ranked` looks for one in any input (inspect)."""
+    ranked = role == "target" if ranked is None else ranked
     text = str(name)
     path = Path(text).expanduser()
     if path.is_dir():
         notes = []
         if REPO_ID.match(text):
             notes.append(f"{text!r} is a local folder and also looks like a repo id: using the local folder")
-        return InputRef(text, Checkpoint(LocalSource(path)), path, notes=notes)
+        ckpt = open_checkpoint(LocalSource(path), ranked, pattern)
+        return InputRef(text, ckpt, path, notes=notes + list(ckpt.notes))
     if REPO_ID.match(text) and not path.exists():
         from .io.hub import open_repo_input  # imported late: huggingface_hub reads its environment at import
 
         return open_repo_input(text, revision=revision, token=token, offline=offline, role=role, quiet=quiet,
-                               ranges=ranges)
+                               ranges=ranges, pattern=pattern, ranked=ranked)
     if path.exists():
         raise LayoutError(f"The {role} {text} is a file, not a folder.",
                           "Pass the folder that holds config.json and the weights.")

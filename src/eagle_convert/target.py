@@ -53,7 +53,9 @@ def read_target(ckpt: Checkpoint) -> TargetInfo:
     if missing:
         raise LayoutError(f"The target config ({ckpt.label}) has no {', '.join(missing)}.",
                           "TARGET must be a Hugging Face causal-LM checkpoint (config.json with the model sizes).")
-    dtype = cfg.get("torch_dtype") or cfg.get("dtype") or ckpt.config.get("torch_dtype")
+    # A per-rank save holds the engine's runtime dtype, whatever the config it copied says (ranks/checkpoint.py).
+    dtype = ckpt.stored_dtype or cfg.get("torch_dtype") or cfg.get("dtype") \
+        or ckpt.config.get("torch_dtype")
     return TargetInfo(
         checkpoint=ckpt,
         hidden_size=int(cfg["hidden_size"]),

@@ -425,6 +425,9 @@ class HubSource:
     def warm(self, rel: str, offset: int, length: int) -> None:
         pass  # fetched when read: the network, not the disk, is what a remote read waits on
 
+    def files(self) -> list[str]:
+        return sorted(self.ref.files)
+
     def read_range(self, rel: str, offset: int, length: int, *, key: str | None = None) -> memoryview | bytearray:
         if key is None or not self.ranges:
             if rel not in self._local:
@@ -445,14 +448,16 @@ class HubSource:
 
 
 def open_repo_input(repo_id: str, *, revision: str | None = None, token: str | None = None,
-                    offline: bool | None = None, role: str = "draft", quiet: bool = False, ranges: bool | None = None):
+                    offline: bool | None = None, role: str = "draft", quiet: bool = False, ranges: bool | None = None,
+                    pattern: str | None = None, ranked: bool = False):
     """What resolve.open_input returns for a repo id: a Checkpoint over a HubSource (ranges for a target, whole
     files for a draft), with the commit sha for provenance."""
-    from ..checkpoint import Checkpoint
-    from ..resolve import InputRef
+    from ..resolve import InputRef, open_checkpoint
 
     ref = resolve_repo(repo_id, revision, token, offline)
     notes = [f"{repo_id}@{ref.revision} resolved from the local cache (commit {ref.commit_sha})"
              ] if ref.from_cache else []
     source = HubSource(ref, ranges=(role == "target") if ranges is None else ranges, quiet=quiet)
-    return InputRef(repo_id, Checkpoint(source), None, repo_id=repo_id, commit_sha=ref.commit_sha, notes=notes)
+    ckpt = open_checkpoint(source, ranked, pattern)
+    notes += list(ckpt.notes)
+    return InputRef(repo_id, ckpt, None, repo_id=repo_id, commit_sha=ref.commit_sha, notes=notes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..checkpoint import Checkpoint, TensorRef
+from ..ranks.shards import Gathered
 
 
 def tensor_bytes(t: torch.Tensor) -> memoryview:
@@ -25,7 +26,11 @@ def read_tensor(ckpt: Checkpoint, ref: TensorRef) -> torch.Tensor:
 
 
 def read_rows(ckpt: Checkpoint, ref: TensorRef, rows: list[int]) -> torch.Tensor:
-    """Selected rows of a 2-D tensor, reading only their bytes (a row of a row-major tensor is contiguous)."""
+    """Selected rows of a 2-D tensor, reading only their bytes (a row of a row-major tensor is contiguous); of a
+    per-rank target's gathered tensor, from the shard(s) holding each row."""
+    if isinstance(ref, Gathered):
+        return torch.stack([torch.cat([read_rows(ckpt, shard, [local])[0] for shard, local in ref.row_pieces(r)])
+                            for r in rows]) if rows else torch.empty((0, ref.shape[1]), dtype=ref.dtype)
     if ref.offset is None:
         return read_tensor(ckpt, ref)[rows].clone()
     row_bytes = ref.nbytes // ref.shape[0]

@@ -25,6 +25,7 @@ class FileSource(Protocol):
     def describe(self, rel: str) -> str: ...  # for provenance and messages
     def revision(self) -> str | None: ...  # commit sha for repos, None for folders
     def warm(self, rel: str, offset: int, length: int) -> None: ...  # about to be read: start reading it now
+    def files(self) -> list[str]: ...  # every file's relative (posix) path, for layout detection
 
 
 class LocalSource:
@@ -56,6 +57,9 @@ class LocalSource:
     def warm(self, rel: str, offset: int, length: int) -> None:
         WARMER.add(self.root / rel, offset, length)
 
+    def files(self) -> list[str]:
+        return list_files(self.root)
+
     def read_range(self, rel: str, offset: int, length: int, *, key: str | None = None) -> memoryview:
         mm = self._maps.get(rel)
         if mm is None:
@@ -78,6 +82,28 @@ class LocalSource:
     def close(self) -> None:
         # Views handed out keep a map alive; dropping our reference is enough for the GC to unmap it later.
         self._maps.clear()
+
+
+LIST_DEPTH, LIST_LIMIT = 3, 10_000  # deep enough for Megatron's iter_*/mp_rank_*/file; bounded for huge trees
+
+
+def list_files(root: Path) -> list[str]:
+    """Relative paths of the files under `root`, at most LIST_DEPTH levels deep and LIST_LIMIT of them (layout
+    detection needs names, never a full walk of a big tree)."""
+    found: list[str] = []
+    level = [root]
+    for _ in range(LIST_DEPTH):
+        deeper = []
+        for folder in level:
+            for entry in sorted(folder.iterdir()):
+                if entry.is_dir():
+                    deeper.append(entry)
+                elif entry.is_file():
+                    found.append(entry.relative_to(root).as_posix())
+                if len(found) >= LIST_LIMIT:
+                    return found
+        level = deeper
+    return found
 
 
 # Weight files we look for, in order of preference; an index names the shards.

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..draft import load_draft, tensor_reader
 from ..errors import IncomparableReportError, LayoutError
+from ..ranks.checkpoint import RankedCheckpoint
 from ..resolve import open_input
 from . import gates
 from .bench import BenchReport, run_bench
@@ -36,6 +37,10 @@ def bench(target: str, draft: str, *, k: int = 3, max_new_tokens: int = 256, pro
                                       "Pass the stored report to compare with: --reference-report FILE.")
     stored = _read_report(reference_report) if reference_report is not None else None
     target_ckpt = open_input(target, role="target").checkpoint
+    if isinstance(target_ckpt, RankedCheckpoint):
+        raise LayoutError(f"The bench target {target} is saved per tensor-parallel rank ({target_ckpt.summary_line()}).",
+                          "bench runs the whole target: pass the Hugging Face checkpoint it was saved from (convert "
+                          "accepts the per-rank folder; bench needs every layer, unsharded).")
 
     def head_of(path: str):
         head = load_draft(open_input(path, revision=revision, token=token, offline=offline, role="draft").checkpoint,
