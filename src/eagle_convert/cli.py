@@ -100,8 +100,13 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
                      target_revision=target_revision, token=token, offline=offline,
                      progress=not quiet and not as_json, check_embedding=check_embedding,
                      target_pattern=target_pattern)
-    finally:
-        background.finish()  # convert() did already, unless it never started: nothing may outlive the command
+    finally:  # convert() did all this already, unless it never started: nothing may outlive the command
+        from .io.digest import PREHASH
+        from .io.readahead import WARMER
+
+        WARMER.forget()
+        PREHASH.forget()
+        background.finish()
     plan = result.plan
     _note(result.draft.notes + result.target.notes + list(plan.notes), "note")
     _note([f"dropped {n}: {r}" for n, r in plan.dropped], "note")

@@ -222,10 +222,12 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
     files = dict(zip(shard_names(len(shards)), shards))
     bar = _progress(len(wanted), progress)
     with staged_output(out, force) as staging:
-        for rel, tensors in files.items():
-            write_safetensors(staging / rel, tensors, lambda o: (bar.update(1), produce(o))[1])
-        settle()
-        bar.close()
+        try:
+            for rel, tensors in files.items():
+                write_safetensors(staging / rel, tensors, lambda o: (bar.update(1), produce(o))[1])
+            settle()
+        finally:
+            bar.close()  # also on error: tqdm's own monitor thread must not outlive the conversion
         if len(files) > 1:
             write_json(staging / "model.safetensors.index.json", {
                 "metadata": {"total_size": sum(t.nbytes for t in wanted)},

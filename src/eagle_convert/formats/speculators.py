@@ -30,6 +30,9 @@ class Speculators(Layout):
                     "norm_before_residual"):
             if key in config:
                 flat[key] = config[key]
+        # vLLM reads a speculators config without the flag as true (update_eagle3: .get("norm_before_residual",
+        # True)), so that is the head an engine runs, and what bench must run.
+        flat.setdefault("norm_before_residual", True)
         return flat
 
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:

@@ -23,6 +23,8 @@ class Cancelled(Exception):
 
 
 def start(target: Callable, *args, name: str) -> threading.Thread:
+    # One CANCEL for the process: conversions in one process run one after the other (their read-ahead and pre-hash
+    # state is process-wide too), so finishing one never stops another's work.
     """Start `target(*args)` on a tracked thread. Daemon, so that one left running can never hold the interpreter
     open by itself; finish() (also run at exit) is what waits for it."""
 
@@ -34,14 +36,14 @@ def start(target: Callable, *args, name: str) -> threading.Thread:
                 _threads.discard(threading.current_thread())
 
     thread = threading.Thread(target=run, name=name, daemon=True)
+    # Started under the lock, so finish() never sees a thread it could not join (one not yet started), and a thread
+    # that did start is never forgotten (start() returns once the thread runs; `run` takes the lock only at its end).
     with _lock:
-        _threads.add(thread)
-    try:
-        thread.start()
-    except BaseException:
-        with _lock:
-            _threads.discard(thread)
-        raise
+        try:
+            thread.start()
+        finally:
+            if thread.ident is not None:
+                _threads.add(thread)
     return thread
 
 
@@ -54,18 +56,16 @@ def finish() -> None:
     """Cancel every background step not yet done and wait until every tracked thread has ended. Idempotent; after it,
     new work may start again (the next conversion)."""
     CANCEL.set()
-    try:
-        while True:
+    while True:
+        with _lock:
+            pending = [t for t in _threads if t is not threading.current_thread()]
+        if not pending:
+            break
+        for thread in pending:
+            thread.join()
             with _lock:
-                pending = [t for t in _threads if t is not threading.current_thread()]
-            if not pending:
-                return
-            for thread in pending:
-                thread.join()
-                with _lock:
-                    _threads.discard(thread)  # a thread that never ran `run`'s finally (not started) leaves too
-    finally:
-        CANCEL.clear()
+                _threads.discard(thread)
+    CANCEL.clear()  # only once nothing runs: an interrupted join leaves the rest cancelled
 
 
 atexit.register(finish)

@@ -48,8 +48,7 @@ class Digest:
             self._future.set_result(_sha256(data))
         except BaseException as exc:  # re-raised by hexdigest(), in the caller's thread
             self._future.set_exception(exc)
-        finally:
-            del data  # the buffer (a tensor's pages) is released here, by the hashing thread, before it ends
+
 
     def hexdigest(self) -> str:
         return self._future.result()
@@ -98,14 +97,22 @@ class Prehasher:
                 self._queue.append((key, future))
             if not self._running and self._queue:
                 self._running = True
-                background.start(self._run, name="eagle-convert-prehash")
+                try:
+                    background.start(self._run, name="eagle-convert-prehash")
+                except BaseException:
+                    self._running = False  # and nothing queued may be waited for: no thread will hash it
+                    for key, future in self._queue:
+                        self._jobs.pop(key, None)
+                        future.cancel()
+                    self._queue.clear()
+                    raise
 
     def _run(self) -> None:
         while True:
             with self._lock:
-                if not self._queue:
+                if not self._queue or background.CANCEL.is_set():
                     self._running = False
-                    return
+                    return  # what is left is cancelled by forget()
                 key, future = self._queue.popleft()
             if future.set_running_or_notify_cancel():
                 try:

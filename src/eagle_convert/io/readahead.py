@@ -93,7 +93,11 @@ class Warmer:
             self._queue.append((str(path), [(offset, length)]))
             if not self._running:
                 self._running = True
-                background.start(self._run, name="eagle-convert-warm")
+                try:
+                    background.start(self._run, name="eagle-convert-warm")
+                except BaseException:
+                    self._running = False  # else no reading thread would ever start again
+                    raise
 
     def idle(self) -> bool:
         """No thread is reading the queue (it has drained it, or was never needed)."""

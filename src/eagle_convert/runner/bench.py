@@ -12,8 +12,8 @@ over k+1 tokens and a one-token decode step round differently, so near-ties may 
 At temperature > 0 the two runs draw different random numbers, so only the distribution is lossless (see
 speculate.py); no token comparison is made.
 
-`BenchReport.to_dict()` schema (version 1), all times in seconds:
-  schema_version: 1
+`BenchReport.to_dict()` schema (version 2), all times in seconds:
+  schema_version: 2
   settings: {target, draft_kind, k, max_new_tokens, temperature, seed, device, dtype, chat_template (bool: used),
              aux_layer_ids, baseline, ignore_eos, num_prompts}
   overall:  acceptance (see below), generated_tokens, wall_time_s, tokens_per_s,

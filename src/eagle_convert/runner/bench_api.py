@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
+
 from ..draft import load_draft, tensor_reader
 from ..errors import IncomparableReportError, LayoutError
 from ..ranks.checkpoint import RankedCheckpoint
 from ..resolve import open_input
+from ..target import read_target
 from . import gates
 from .bench import BenchReport, run_bench
+from .report import SCHEMA_VERSION
 
 DEFAULT_MAX_TAU_DROP = 0.05
 
@@ -36,6 +40,9 @@ def bench(target: str, draft: str, *, k: int = 3, max_new_tokens: int = 256, pro
         raise IncomparableReportError("--max-tau-drop was given without --reference-report.",
                                       "Pass the stored report to compare with: --reference-report FILE.")
     stored = _read_report(reference_report) if reference_report is not None else None
+    if stored is not None:  # what can be compared before the run is, so that a mismatch costs no bench
+        gates.check_settings(SCHEMA_VERSION, {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature,
+                                              "seed": seed, "ignore_eos": ignore_eos}, stored, str(reference_report))
     target_ckpt = open_input(target, role="target").checkpoint
     if isinstance(target_ckpt, RankedCheckpoint):
         raise LayoutError(f"The bench target {target} is saved per tensor-parallel rank ({target_ckpt.summary_line()}).",
@@ -43,23 +50,62 @@ def bench(target: str, draft: str, *, k: int = 3, max_new_tokens: int = 256, pro
                           "accepts the per-rank folder; bench needs every layer, unsharded).")
 
     def head_of(path: str):
-        head = load_draft(open_input(path, revision=revision, token=token, offline=offline, role="draft").checkpoint,
+        return load_draft(open_input(path, revision=revision, token=token, offline=offline, role="draft").checkpoint,
                           target_ckpt.config, drop=tuple(drop))
-        return head.spec, tensor_reader(head)
 
-    spec, reader = head_of(draft)
-    report = run_bench(target, spec, reader, k=k, max_new_tokens=max_new_tokens, prompts=prompts,
+    head = head_of(draft)
+    reference, inexact = None, None
+    if reference_draft is not None:
+        ref_head = head_of(reference_draft)
+        inexact = why_not_exact(head, ref_head, read_target(target_ckpt))
+        # The released head rounded as the converted head stores it: a correct cast then changes nothing.
+        reference = (ref_head.spec, rounded_like(tensor_reader(ref_head), head.tensors))
+    report = run_bench(target, head.spec, tensor_reader(head), k=k, max_new_tokens=max_new_tokens, prompts=prompts,
                        temperature=temperature, seed=seed, device=device, dtype=dtype, chat_template=chat_template,
-                       baseline=baseline, progress=progress, ignore_eos=ignore_eos,
-                       reference=head_of(reference_draft) if reference_draft is not None else None)
+                       baseline=baseline, progress=progress, ignore_eos=ignore_eos, reference=reference)
     if min_acceptance_length is not None:
         report.gates.append(gates.min_acceptance_length(report, min_acceptance_length))
     if reference_draft is not None:
-        report.gates.append(gates.reference_draft(report, report.reference, reference_draft))
+        report.gates.append(gates.reference_draft(report, report.reference, reference_draft, inexact=inexact))
     if stored is not None:
         drop_allowed = DEFAULT_MAX_TAU_DROP if max_tau_drop is None else max_tau_drop
         report.gates.append(gates.reference_report(report.to_dict(), stored, str(reference_report), drop_allowed))
     return report
+
+
+def rounded_like(reader, stored: dict):
+    """`reader`'s tensors, each rounded to the float dtype the converted head stores under that name when that is
+    narrower (a release in float32 converted to bfloat16): the rounding a correct conversion does, and no more."""
+    def get(name: str):
+        value = reader(name)
+        ref = stored.get(name)
+        if ref is not None and value.is_floating_point() and ref.dtype.is_floating_point and (
+                ref.dtype.itemsize < value.element_size()):
+            return value.to(ref.dtype)
+        return value
+
+    return get
+
+
+def why_not_exact(head, reference, target) -> str | None:
+    """Why a round-by-round comparison cannot hold even for a correct conversion, or None. Rounding the reference
+    like the head (rounded_like) covers casts of the head's own tensors; not a target tensor spliced in narrower
+    than the target stores it (the reference uses the target's own), nor a fc bias folded into a half-precision
+    embedding (E + W^-1 b rounded once, against E and b rounded apart)."""
+    for name, ref in head.tensors.items():
+        if name in reference.tensors or not ref.dtype.is_floating_point:
+            continue
+        source = {"lm_head.weight": target.lm_head, "embed_tokens.weight": target.embedding}.get(name)
+        if source is None:
+            continue
+        stored = source().dtype
+        if name == "embed_tokens.weight" and reference.spec.fc_bias and not head.spec.fc_bias and ref.dtype != torch.float32:
+            return (f"its fc bias was folded into a {str(ref.dtype).removeprefix('torch.')} embedding, which rounds "
+                    "differently from the released embedding and bias")
+        if ref.dtype.itemsize < stored.itemsize:
+            return (f"its {name} (spliced from the target) is stored in {str(ref.dtype).removeprefix('torch.')}, "
+                    f"narrower than the target's {str(stored).removeprefix('torch.')}")
+    return None
 
 
 def _read_report(path: str | Path) -> dict:

@@ -72,12 +72,17 @@ def min_acceptance_length(report, floor: float) -> GateResult:
 
 
 def _first_round_difference(prompt, reference) -> dict | None:
-    """The first turn and verify round where two runs of one prompt differ (accepted count or tokens)."""
+    """The first turn and verify round where two runs of one prompt differ (drafted tokens, accepted count, or the
+    tokens emitted)."""
     for turn, (rounds, ref_rounds) in enumerate(zip(prompt.accepted_per_turn, reference.accepted_per_turn)):
+        drafts = prompt.drafted_per_turn[turn] if turn < len(prompt.drafted_per_turn) else []
+        ref_drafts = reference.drafted_per_turn[turn] if turn < len(reference.drafted_per_turn) else []
         for index in range(max(len(rounds), len(ref_rounds))):
             a = rounds[index] if index < len(rounds) else None
             b = ref_rounds[index] if index < len(ref_rounds) else None
-            if a != b:
+            drafted_alike = (drafts[index] if index < len(drafts) else None) == (
+                ref_drafts[index] if index < len(ref_drafts) else None)
+            if a != b or not drafted_alike:  # a draft past the rejection point counts too: the head changed
                 return {"prompt": prompt.id, "turn": turn, "round": index, "accepted": a, "reference_accepted": b,
                         **_draft_step_difference(prompt, reference, turn, index)}
         if prompt.output_token_ids[turn] != reference.output_token_ids[turn]:
@@ -117,22 +122,25 @@ def tau_tolerance(report, reference) -> tuple[float, float]:
     return max(MIN_TAU_TOLERANCE, Z_SCORE * error), error
 
 
-def reference_draft(report, reference, label: str) -> GateResult:
-    """`report` (the converted head) against `reference` (the head as released, same prompts, same run)."""
+def reference_draft(report, reference, label: str, inexact: str | None = None) -> GateResult:
+    """`report` (the converted head) against `reference` (the head as released, same prompts, same run). `inexact`:
+    why this conversion cannot match round by round even when correct (then τ is compared within the tolerance)."""
     tau, ref_tau = _tau(report.stats), _tau(reference.stats)
     s = report.settings
-    exact = s["dtype"] == "float32" and s["temperature"] == 0
+    exact = s["dtype"] == "float32" and s["temperature"] == 0 and inexact is None
     details = {"reference_draft": label, "mode": "exact" if exact else "tau_tolerance", "tau": tau,
-               "reference_tau": ref_tau, "tolerance": None, "first_difference": None}
+               "reference_tau": ref_tau, "tolerance": None, "first_difference": None, "not_exact_because": inexact}
     if exact:
         first = next((d for p, r in zip(report.prompts, reference.prompts) if (d := _first_round_difference(p, r))),
                      None)
         details["first_difference"] = first
         if first is None:
-            return GateResult("reference_draft", True, f"every verify round and token equals the reference head's "
+            return GateResult("reference_draft", True, f"every draft, verify round and token equals the reference head's "
                               f"({label}, τ = {_fmt(ref_tau)}): the conversion changed nothing the head decides.",
                               details)
-        where = f"prompt {first['prompt']!r}, turn {first['turn']}, round {first['round']}"
+        # Prompts, turns and rounds are counted from 0 (as in --json), draft steps from 1 (step 1 = first draft).
+        where = (f"prompt {first['prompt']!r}, turn {first['turn']}, "
+                 + (f"round {first['round']}" if first["round"] is not None else "after its last round"))
         what = (f"the converted head had {first['accepted']} drafts accepted, the reference {first['reference_accepted']}"
                 if first["round"] is not None else first["message"])
         if "draft_step" in first:
@@ -150,10 +158,11 @@ def reference_draft(report, reference, label: str) -> GateResult:
     passed = tau is not None and ref_tau is not None and abs(tau - ref_tau) <= tolerance
     return GateResult("reference_draft", passed, (
         f"τ = {_fmt(tau)} against the reference head's ({label}) {_fmt(ref_tau)}: "
-        f"{'within' if passed else 'outside'} the {s['dtype']} / temperature {s['temperature']} tolerance of "
+        + (f"not compared round by round because {inexact}; " if inexact else "")
+        + f"{'within' if passed else 'outside'} the {s['dtype']} / temperature {s['temperature']} tolerance of "
         f"{tolerance:.3f} ({Z_SCORE:g} standard errors of the difference, at least {MIN_TAU_TOLERANCE})."
-        + ("" if passed else " Re-run in fp32 greedy (--dtype float32 --temperature 0), where the comparison is "
-                             "exact, to find the first round that differs.")), details)
+        + ("" if passed else " Re-run in fp32 greedy (--dtype float32 --temperature 0) on a float32 conversion, "
+                             "where the comparison is exact, to find the first round that differs.")), details)
 
 
 def _category_stats(prompts: list[dict], k: int) -> dict[str, AcceptanceStats]:
@@ -164,27 +173,41 @@ def _category_stats(prompts: list[dict], k: int) -> dict[str, AcceptanceStats]:
     return {name: merge_stats(stats, k) for name, stats in groups.items()}
 
 
-def check_comparable(current: dict, stored: dict, path: str) -> None:
-    """Refuse a stored report made with other settings or prompts: its τ would not mean the same thing."""
-    if stored.get("schema_version") != current["schema_version"] or "settings" not in stored:
-        raise IncomparableReportError(f"{path} is not a bench --json report of schema version "
-                                      f"{current['schema_version']}.",
+def check_settings(schema_version: int, settings: dict, stored: dict, path: str) -> None:
+    """The part of check_comparable that needs no run: called before benching too, so that a mismatch costs nothing."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("settings"), dict):
+        raise IncomparableReportError(f"{path} is not a bench --json report.",
                                       "Pass a report written by `eagle-convert bench --json` (or --report).")
-    a, b = current["settings"], stored["settings"]
-    differ = [f"{key} {b.get(key)!r} (now {a.get(key)!r})" for key in COMPARABLE_SETTINGS if a.get(key) != b.get(key)]
-    ids = [p["id"] for p in current["prompts"]], [p["id"] for p in stored.get("prompts", [])]
-    if not differ and ids[0] != ids[1]:
-        differ.append("the prompts (ids differ)")
-    if not differ:
-        for p, q in zip(current["prompts"], stored["prompts"]):
-            if p.get("prompt_ids_sha256", [None])[0] != q.get("prompt_ids_sha256", [None])[0]:
-                differ.append(f"prompt {p['id']!r} (its first turn tokenizes differently)")
-                break
+    if stored.get("schema_version") != schema_version:
+        raise IncomparableReportError(
+            f"{path} is a bench report of schema version {stored.get('schema_version')}, this bench writes version "
+            f"{schema_version} (per-category τ and prompt hashes are new).",
+            "Store a new reference report with this version: run bench with --report on the reference head.")
+    b = stored["settings"]
+    differ = [f"{key} {b.get(key)!r} (now {settings[key]!r})" for key in COMPARABLE_SETTINGS
+              if key in settings and settings[key] != b.get(key)]
     if differ:
         raise IncomparableReportError(
             f"The stored report {path} was made with other settings: {'; '.join(differ)}.",
             "Compare like with like: re-run bench with the stored report's settings and prompts, or store a new "
             "reference report.")
+
+
+def check_comparable(current: dict, stored: dict, path: str) -> None:
+    """Refuse a stored report made with other settings or prompts: its τ would not mean the same thing."""
+    check_settings(current["schema_version"], current["settings"], stored, path)
+    differ = []
+    if [p["id"] for p in current["prompts"]] != [p.get("id") for p in stored.get("prompts", [])]:
+        differ.append("the prompts (ids differ)")
+    else:
+        for p, q in zip(current["prompts"], stored["prompts"]):
+            if p.get("prompt_ids_sha256", [None])[0] != (q.get("prompt_ids_sha256") or [None])[0]:
+                differ.append(f"prompt {p['id']!r} (its first turn tokenizes differently)")
+                break
+    if differ:
+        raise IncomparableReportError(
+            f"The stored report {path} was made with other prompts: {'; '.join(differ)}.",
+            "Compare like with like: re-run bench with the stored report's prompts, or store a new reference report.")
 
 
 def reference_report(current: dict, stored: dict, path: str, max_tau_drop: float) -> GateResult:

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from eagle_convert.runner.gates import GateResult
 from eagle_convert.runner.metrics import AcceptanceStats, merge_stats
 
+# 2: prompts gained category, prompt_ids_sha256 and accepted_per_round; the gate and reference blocks were added.
+SCHEMA_VERSION = 2
+
 
 def _first_divergence(spec_turns: list[list[int]], base_turns: list[list[int]]) -> dict | None:
     for turn, (a, b) in enumerate(zip(spec_turns, base_turns)):
@@ -102,7 +105,7 @@ class BenchReport:
             sum(p.generated_tokens for p in self.prompts), sum(p.wall_time_s for p in self.prompts),
             sum(p.baseline_generated_tokens for p in self.prompts) if baseline else None,
             sum(p.baseline_wall_time_s for p in self.prompts) if baseline else None)}
-        data = {"schema_version": 1, "settings": self.settings, "overall": overall, "lossless": self.lossless,
+        data = {"schema_version": SCHEMA_VERSION, "settings": self.settings, "overall": overall, "lossless": self.lossless,
                 "prompts": [p.to_dict() for p in self.prompts],
                 "gate": {"passed": self.passed, "checks": [g.to_dict() for g in self.gates]}}
         if self.reference is not None:
