@@ -4,6 +4,7 @@ deliberately wrong, each benched with `--reference-draft` on the raw head, on th
 Markdown table of docs/benchmarks.md ("Reference gate on the real pair") and writes every report under WORK.
 
 Usage: python scripts/real_gates.py [--real .real] [--work .real/gates] [--max-new-tokens 64] [--threads 1]
+                                   [--num-prompts N]
 """
 
 from __future__ import annotations
@@ -29,11 +30,17 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", default="64")
     ap.add_argument("--threads", default="1")
     ap.add_argument("-k", default="3")
+    ap.add_argument("--num-prompts", type=int, default=0, help="only the first N held-out prompts (0 = all 20)")
     a = ap.parse_args()
     real = Path(a.real)
     head, target = real / "eagle1-smollm2", real / "smollm2"
     work = Path(a.work) if a.work else real / "gates"
     work.mkdir(parents=True, exist_ok=True)
+    prompts = ROOT / "scripts" / "data" / "real_eval_prompts.jsonl"
+    if a.num_prompts:
+        subset = work / f"prompts-first-{a.num_prompts}.jsonl"
+        subset.write_text("".join(prompts.read_text().splitlines(keepends=True)[: a.num_prompts]))
+        prompts = subset
     correct = {"vllm-v0": [], "vllm --fc-bias fold": ["--fc-bias", "fold"], "sglang": []}
     cases = []
     for name, extra in correct.items():
@@ -59,7 +66,7 @@ def main() -> None:
         report = work / f"report-{draft.name}.json"
         start = time.time()
         proc = run("bench", "-t", str(target), "-d", str(draft), "--reference-draft", str(head), "--prompts",
-                   str(ROOT / "scripts" / "data" / "real_eval_prompts.jsonl"), "-k", a.k, "--max-new-tokens",
+                   str(prompts), "-k", a.k, "--max-new-tokens",
                    a.max_new_tokens, "--no-baseline", "--threads", a.threads, "-q", "--report", str(report))
         data = json.loads(report.read_text())
         check = data["gate"]["checks"][0]
