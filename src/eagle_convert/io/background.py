@@ -23,22 +23,18 @@ class Cancelled(Exception):
 
 
 def start(target: Callable, *args, name: str) -> threading.Thread:
-    # One CANCEL for the process: conversions in one process run one after the other (their read-ahead and pre-hash
-    # state is process-wide too), so finishing one never stops another's work.
     """Start `target(*args)` on a tracked thread. Daemon, so that one left running can never hold the interpreter
     open by itself; finish() (also run at exit) is what waits for it."""
+    # One CANCEL for the process: conversions in one process run one after the other (their read-ahead and pre-hash
+    # state is process-wide too), so finishing one never stops another's work.
 
-    def run() -> None:
-        try:
-            target(*args)
-        finally:
-            with _lock:
-                _threads.discard(threading.current_thread())
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
     # Started under the lock, so finish() never sees a thread it could not join (one not yet started), and a thread
-    # that did start is never forgotten (start() returns once the thread runs; `run` takes the lock only at its end).
+    # that did start is never forgotten. A thread leaves the set only once it has ended (is_alive() is false), never
+    # from inside itself: a thread that removed itself would still be running its last steps when finish() returned
+    # (the suite under load caught exactly that: a hash thread alive just after convert returned).
     with _lock:
+        _threads.difference_update([t for t in _threads if not t.is_alive()])  # ended: nothing left to wait for
         try:
             thread.start()
         finally:
