@@ -86,7 +86,7 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout."""
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
-    from .io import background
+    from .io.early import end_reads
 
     try:
         if not dry_run:
@@ -100,13 +100,8 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
                      target_revision=target_revision, token=token, offline=offline,
                      progress=not quiet and not as_json, check_embedding=check_embedding,
                      target_pattern=target_pattern)
-    finally:  # convert() did all this already, unless it never started: nothing may outlive the command
-        from .io.digest import PREHASH
-        from .io.readahead import WARMER
-
-        WARMER.forget()
-        PREHASH.forget()
-        background.finish()
+    finally:
+        end_reads()  # convert() did already, unless it never started: nothing may outlive the command
     plan = result.plan
     _note(result.draft.notes + result.target.notes + list(plan.notes), "note")
     _note([f"dropped {n}: {r}" for n, r in plan.dropped], "note")

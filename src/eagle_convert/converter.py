@@ -14,9 +14,8 @@ from .checkpoint import Checkpoint
 from .derive import FoldReport, fold_fc_bias, sampled_rows
 from .draft import DraftHead, load_draft
 from .errors import OutputPathError
-from .io import background
 from .io.digest import PREHASH, Digest
-from .io.readahead import WARMER
+from .io.early import end_reads
 from .io.read import read_rows, read_tensor, tensor_bytes
 from .io.write import OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
 from .modelcard import model_card
@@ -85,9 +84,7 @@ def _one_conversion_of_reading_state(fn):
         try:
             return fn(*args, **kwargs)
         finally:
-            WARMER.forget()
-            PREHASH.forget()
-            background.finish()
+            end_reads()
 
     return wrapper
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from . import background
 from .digest import PREHASH, tensor_ranges
 from ..spec import TARGET_EMBED, TARGET_LM_HEAD
 from .readahead import WARMER
@@ -44,3 +45,11 @@ def start_early_reads(draft: str, target: str) -> None:
         ranges = tensor_ranges(draft)  # reads the zip directory or safetensors headers
         WARMER.add_files([source.local_path(rel) for rel in find_weights(source)[2]])
         PREHASH.start(ranges)
+
+
+def end_reads() -> None:
+    """End what start_early_reads and a conversion started: forget the read-ahead and pre-hash state (a long-lived
+    process must not trust a range read long ago), then cancel and join every background thread."""
+    WARMER.forget()
+    PREHASH.forget()
+    background.finish()
