@@ -56,6 +56,20 @@ def hub_options(fn):
     return fn
 
 
+def target_tensor_options(fn):
+    """Where the target's LM head and embedding are, when its family's table does not say (targets/)."""
+    for option in reversed([
+        click.option("--target-lm-head", metavar="NAME", help="The target's LM head tensor, for an architecture "
+                     "eagle-convert does not know (e.g. language_model.lm_head.weight)."),
+        click.option("--target-embed", metavar="NAME", help="The target's input embedding tensor (e.g. "
+                     "language_model.model.embed_tokens.weight)."),
+        click.option("--lm-head-from", metavar="CHECKPOINT", help="Read the target's LM head and embedding from "
+                     "this checkpoint (folder or repo id): the unquantized base of a quantized target."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
 @main.command()
 @click.argument("draft")
 @click.option("--target", "-t", required=True, help="Target model: folder or org/name repo id.")
@@ -79,10 +93,12 @@ def hub_options(fn):
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+@target_tensor_options
 @hub_options
 @handle_errors
 def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens, max_shard_size,
-            target_pattern, check_embedding, dry_run, force, as_json, quiet, revision, target_revision, token, offline):
+            target_pattern, check_embedding, dry_run, force, as_json, quiet, revision, target_revision, token, offline,
+            target_lm_head, target_embed, lm_head_from):
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout."""
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
@@ -99,7 +115,8 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
                      num_speculative_tokens=num_speculative_tokens, revision=revision,
                      target_revision=target_revision, token=token, offline=offline,
                      progress=not quiet and not as_json, check_embedding=check_embedding,
-                     target_pattern=target_pattern)
+                     target_pattern=target_pattern, target_lm_head=target_lm_head, target_embed=target_embed,
+                     lm_head_from=lm_head_from)
     finally:
         end_reads()  # convert() did already, unless it never started: nothing may outlive the command
     plan = result.plan

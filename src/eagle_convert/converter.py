@@ -19,11 +19,12 @@ from .io.early import end_reads
 from .io.read import read_rows, read_tensor, tensor_bytes
 from .io.write import OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
 from .modelcard import model_card
-from .plan import FOLD, GATHER, ZEROS, Plan, PlannedTensor, build_plan
+from .plan import DEQUANT, FOLD, GATHER, ZEROS, Plan, PlannedTensor, build_plan
 from .ranks.gather import gather
 from .ranks.shards import Gathered
 from .resolve import InputRef, absolute_if_local, open_input
 from .target import TargetInfo, read_target
+from .targets.quant import dequantize_fp8
 from .units import parse_size
 from .validate import check_vocab_map
 
@@ -43,6 +44,7 @@ class ConversionResult:
     fold: FoldReport | None = None
     embedding_check: dict | None = None
     fetch: dict | None = None  # repo inputs only: what was fetched to plan, and what converting will fetch
+    lm_head_from: InputRef | None = None  # where the target's LM head and embedding were read, when not the target
 
     def to_dict(self) -> dict:
         return {
@@ -51,6 +53,7 @@ class ConversionResult:
             "out": str(self.out) if self.out else None,
             "draft": self.draft.to_dict(),
             "target": self.target.to_dict(),
+            **({"lm_head_from": self.lm_head_from.to_dict()} if self.lm_head_from else {}),
             "detected_layout": self.detected_layout,
             "detected_because": self.detected_because,
             "files": self.files,
@@ -95,7 +98,8 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             fc_bias: str = "error", verifier: str | None = None, num_speculative_tokens: int = 3,
             revision: str | None = None, target_revision: str | None = None, token: str | None = None,
             offline: bool | None = None, progress: bool = False, check_embedding: bool = False,
-            target_pattern: str | None = None) -> ConversionResult:
+            target_pattern: str | None = None, target_lm_head: str | None = None, target_embed: str | None = None,
+            lm_head_from: str | None = None) -> ConversionResult:
     """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (see the README for every option)."""
     quiet = not progress
     # A dry run reads the draft's safetensors header by range too, so it fetches no tensor data.
@@ -103,11 +107,15 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
                           ranges=True if dry_run else None)
     target_in = open_input(target, revision=target_revision, token=token, offline=offline, role="target", quiet=quiet,
                            pattern=target_pattern)
+    # --lm-head-from: the target's LM head and embedding from another checkpoint (an unquantized base).
+    weights_in = open_input(lm_head_from, revision=None, token=token, offline=offline, role="target", quiet=quiet) \
+        if lm_head_from else None
     if not dry_run:
         if out is None:
             raise OutputPathError("No output folder given.", "Pass -o OUT (or --dry-run to only print the plan).")
-        check_out_path(Path(out), [draft_in, target_in], force)
-    target_info = read_target(target_in.checkpoint)
+        check_out_path(Path(out), [draft_in, target_in] + ([weights_in] if weights_in else []), force)
+    target_info = read_target(target_in.checkpoint, lm_head=target_lm_head, embed=target_embed,
+                              lm_head_from=weights_in.checkpoint if weights_in else None)
     head = load_draft(draft_in.checkpoint, target_info.config, drop=tuple(drop))
     # Names written into configs and the serve command work from any folder: local paths absolute, repo ids as ids.
     plan = build_plan(head, target_info, to=to, dtype=dtype, fc_bias=fc_bias,
@@ -115,9 +123,10 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
                       out_label=str(Path(out).resolve()) if out else "OUT",
                       num_speculative_tokens=num_speculative_tokens)
     _check_vocab_map(head)
-    result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None)
+    result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None,
+                              lm_head_from=weights_in)
     if dry_run:
-        result.fetch = fetch_plan(plan, {"draft": draft_in, "target": target_in})
+        result.fetch = fetch_plan(plan, {"draft": draft_in, "target": weights_in or target_in})
         return result
     result.embedding_check = compare_embeddings(head, target_info, plan, always=check_embedding)
     _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress)
@@ -138,16 +147,19 @@ def compare_embeddings(head: DraftHead, target: TargetInfo, plan: Plan, always: 
     Only when the target file holding the embedding is read anyway (or `always`): opening another shard of a large
     target just for this check would cost what the conversion is designed to avoid."""
     ref = head.tensors.get("embed_tokens.weight")
-    if ref is None or not target.checkpoint.has("model.embed_tokens.weight"):
+    if ref is None or not target.checkpoint.has(target.embed_name):
         return None
     files_read = {leaf.file for t in plan.tensors for src in t.sources if src.origin == "target"
                   for leaf in src.ref.leaves()}
-    embed_file = target.checkpoint.file_of("model.embed_tokens.weight")
+    embed_file = target.checkpoint.file_of(target.embed_name)
     if not always and embed_file not in files_read:
         return {"rows_compared": 0, "max_abs_diff": None, "equal": None,
                 "message": f"the draft's embed_tokens was not compared with the target's: it is in {embed_file}, which "
                            "the conversion does not otherwise read (pass --check-embedding to compare)"}
-    tref = target.embedding()
+    stored = target.embedding_weight()
+    if stored.quantized:  # codes, not values: the draft's copy cannot be compared row by row
+        return None
+    tref = stored.ref
     if tref.shape != ref.shape:
         return {"rows_compared": 0, "max_abs_diff": None, "equal": False,
                 "message": f"draft embedding is {list(ref.shape)}, target's is {list(tref.shape)}"}
@@ -232,7 +244,8 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
         write_json(staging / "config.json", plan.config)
         result.provenance = {
             "tool": "eagle-convert", "version": __version__, "layout": plan.layout, "dtype": plan.dtype_name,
-            "inputs": {"draft": result.draft.to_dict(), "target": result.target.to_dict()},
+            "inputs": {"draft": result.draft.to_dict(), "target": result.target.to_dict(),
+                       **({"lm_head_from": result.lm_head_from.to_dict()} if result.lm_head_from else {})},
             "dropped": [{"name": n, "reason": r} for n, r in plan.dropped], "notes": list(plan.notes),
             "fold": result.fold.to_dict() if result.fold else None,
             "tensors": {t.name: provenance[t.name] for t in plan.tensors},  # plan order, whichever writer was first
@@ -245,6 +258,8 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
 
 def _how(planned: PlannedTensor) -> str:
     """How an output tensor was made from its sources, for the provenance record."""
+    if planned.derive == DEQUANT:
+        return planned.dequant.how(planned.dtype)
     if planned.derive not in (None, GATHER):
         return planned.derive
     source = planned.sources[0].ref
@@ -277,6 +292,9 @@ def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result:
         sources.append({"origin": origin, "file": ckpt.source.describe(ref.file), "name": ref.name,
                         "revision": ckpt.source.revision(), "sha256": digest})
         values.append(value)
+    if planned.derive == DEQUANT:
+        codes, scale = values
+        return dequantize_fp8(codes, scale, planned.dequant.block, planned.dtype), sources
     if planned.derive == FOLD:
         embed, fc_weight, fc_bias = values
         folded, result.fold = fold_fc_bias(embed, fc_weight, fc_bias, planned.dtype)

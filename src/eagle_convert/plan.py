@@ -16,11 +16,13 @@ from .formats.sglang import ZERO_FC_BIAS
 from .ranks.shards import Gathered
 from .spec import EAGLE1, DraftSpec
 from .target import DTYPE_NAMES, TargetInfo
+from .targets.quant import StoredWeight
 
 FC_BIAS_MODES = ("error", "drop", "fold")
 FOLD = "fold_fc_bias"  # E' = E + W_e^-1 b: the fc bias moved into a draft-specific embedding
 ZEROS = "zeros"
 GATHER = "gather"  # concat of a per-rank target's shards, padding rows removed (ranks/)
+DEQUANT = "dequantize_fp8"  # a target's FP8 LM head / embedding times its scale (targets/quant.py)
 
 
 class Source(NamedTuple):
@@ -36,7 +38,8 @@ class PlannedTensor:
     sources: tuple[Source, ...]  # what is read to produce it (one, except for derived tensors)
     dtype: torch.dtype
     shape: tuple[int, ...]
-    derive: str | None = None  # FOLD or ZEROS for derived tensors; GATHER for a per-rank target's tensor
+    derive: str | None = None  # FOLD or ZEROS for derived tensors; GATHER for a per-rank target's tensor; DEQUANT
+    dequant: StoredWeight | None = None  # DEQUANT: the codes, their scale and its layout
 
     @property
     def nbytes(self) -> int:
@@ -52,6 +55,10 @@ class PlannedTensor:
             return "zeros"
         if self.derive == GATHER:
             return self.sources[0].ref.describe()
+        if self.derive == DEQUANT:
+            codes, scale = self.sources
+            return f"{DEQUANT}(target {codes.ref.file}:{codes.ref.name} x {scale.ref.file}:{scale.ref.name}, " \
+                   f"{self.dequant.scheme})"
         srcs = " + ".join(f"{origin} {ref.file}:{ref.name}" for origin, ref in self.sources)
         return f"{FOLD}({srcs})" if self.derive == FOLD else srcs
 
@@ -125,7 +132,7 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
     check_pair(spec, target)
     dtype_name = resolve_dtype(dtype, target)
     out_dtype = DTYPE_NAMES[dtype_name]
-    notes = list(head.notes)
+    notes = list(head.notes) + list(target.notes)
     warnings: list[str] = []
     dropped = list(head.dropped)
 
@@ -170,6 +177,14 @@ def _copied(name: str, role: str, origin: str, ref: TensorRef | Gathered, out_dt
                          derive=derive)
 
 
+def _from_target(name: str, role: str, stored: StoredWeight, out_dtype: torch.dtype) -> PlannedTensor:
+    """A target tensor as it is stored: copied (cast) when float, dequantized from FP8 codes and their scale."""
+    if not stored.quantized:
+        return _copied(name, role, "target", stored.ref, out_dtype)
+    return PlannedTensor(name, role, "target", (Source("target", stored.ref), Source("target", stored.scale)),
+                         out_dtype, stored.ref.shape, derive=DEQUANT, dequant=stored)
+
+
 def _planned(name: str, role: str, head: DraftHead, target: TargetInfo, out_dtype: torch.dtype) -> PlannedTensor:
     spec = head.spec
     if role == ZERO_FC_BIAS:
@@ -180,9 +195,9 @@ def _planned(name: str, role: str, head: DraftHead, target: TargetInfo, out_dtyp
         sources = (embed, Source("draft", head.tensors["fc.weight"]), Source("draft", head.tensors["fc.bias"]))
         return PlannedTensor(name, "embed_tokens.weight", "derived", sources, out_dtype, embed.ref.shape, derive=FOLD)
     if role == "lm_head.weight" and spec.kind == EAGLE1:
-        return _copied(name, role, "target", target.lm_head(), out_dtype)  # EAGLE-1: always the target's
+        return _from_target(name, role, target.lm_head_weight(), out_dtype)  # EAGLE-1: always the target's
     if role in head.tensors:
         return _copied(name, role, "draft", head.tensors[role], out_dtype)
     if role == "embed_tokens.weight":
-        return _copied(name, role, "target", target.embedding(), out_dtype)
+        return _from_target(name, role, target.embedding_weight(), out_dtype)
     raise AssertionError(f"layout asked for {role!r}, which the head does not have")  # a layout bug, not user input
