@@ -5,7 +5,8 @@ FP8 scales, as the quantizers write them, always multiply the codes (`weight_sca
 / FBGEMM, `weight_scale_inv` in DeepSeek-V3-style block FP8, despite its name):
 - per tensor: a scale of shape [] or [1];
 - per channel: [rows] or [rows, 1];
-- block: [ceil(rows / b0), ceil(cols / b1)], the block size from the config's `weight_block_size` or from the shapes.
+- block: [ceil(rows / b0), ceil(cols / b1)], the block size from the config's `weight_block_size`, or the one
+  square power-of-two block that fits the shapes (anything else is refused rather than guessed).
 """
 
 from __future__ import annotations
@@ -104,10 +105,14 @@ def fp8_scheme(scale_shape: tuple[int, ...], shape: tuple[int, ...],
     if len(scale_shape) != 2:
         return None, None
     sr, sc = scale_shape
-    block = tuple(block_size) if block_size else (-(-rows // sr), -(-cols // sc))
-    if (-(-rows // block[0]), -(-cols // block[1])) != (sr, sc):
+    if block_size:
+        candidates = [tuple(block_size)]
+    else:  # quantizers use square power-of-two blocks (128 x 128 in DeepSeek-V3 and compressed-tensors)
+        candidates = [(b, b) for b in (2 ** i for i in range(13))]
+    fits = [b for b in candidates if (-(-rows // b[0]), -(-cols // b[1])) == (sr, sc)]
+    if len(fits) != 1:
         return None, None
-    return f"block {block[0]}x{block[1]}", block
+    return f"block {fits[0][0]}x{fits[0][1]}", fits[0]
 
 
 def dequantize_fp8(codes: torch.Tensor, scale: torch.Tensor, block: tuple[int, int] | None,
