@@ -31,16 +31,16 @@ SIGLIP = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_att
               patch_size=4)
 
 
-def _config(family: str, tied: bool):
+def _config(family: str, tied: bool, **overrides):
     import transformers as tf
 
     moe = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
-    text = dict(TEXT, tie_word_embeddings=tied)
+    text = dict(TEXT, tie_word_embeddings=tied, **overrides)
     if family in ("llama", "mistral", "qwen2", "qwen3"):
         cls = {"llama": tf.LlamaConfig, "mistral": tf.MistralConfig, "qwen2": tf.Qwen2Config, "qwen3": tf.Qwen3Config}
         return cls[family](**text), family
     if family == "qwen3_moe":
-        return tf.Qwen3MoeConfig(**text, **moe, decoder_sparse_step=1, norm_topk_prob=True), family
+        return tf.Qwen3MoeConfig(**{"decoder_sparse_step": 1, "norm_topk_prob": True, **moe, **text}), family
     if family == "mixtral":
         return tf.MixtralConfig(**text, num_local_experts=4, num_experts_per_tok=2), family
     if family == "gpt_oss":
@@ -60,7 +60,8 @@ def _config(family: str, tied: bool):
                                       num_experts_per_tok=1, interleave_moe_layer_step=1)
         return tf.Llama4Config(vision_config=vision.to_dict(), text_config=textcfg.to_dict(),
                                tie_word_embeddings=tied), family
-    if family == "qwen2_5_vl":
+    if family == "qwen2_5_vl":  # mrope sections must sum to head_dim / 2 (4 here)
+        text = dict(text, rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 1, 1]})
         return tf.Qwen2_5_VLConfig(text_config=text, vision_config=dict(VISION_QWEN, fullatt_block_indexes=[0]),
                                    tie_word_embeddings=tied), family
     if family == "qwen3_vl":
@@ -101,10 +102,10 @@ FAMILIES = {
 LEGACY = ("qwen2_5_vl", "mistral3", "gemma3")
 
 
-def build_model(family: str, tied: bool, seed: int = 0):
+def build_model(family: str, tied: bool, seed: int = 0, **overrides):
     import transformers as tf
 
-    config, _ = _config(family, tied)
+    config, _ = _config(family, tied, **overrides)
     torch.manual_seed(seed)
     model = getattr(tf, FAMILIES[family][0])(config).eval()
     with torch.no_grad():  # random, not transformers' init: a zero or constant tensor would hide a wrong splice
@@ -113,10 +114,11 @@ def build_model(family: str, tied: bool, seed: int = 0):
     return model
 
 
-def save_family(family: str, folder: Path, *, tied: bool = False, original_format: bool = True, seed: int = 0):
+def save_family(family: str, folder: Path, *, tied: bool = False, original_format: bool = True, seed: int = 0,
+                **overrides):
     """save_pretrained of a tiny random model, in shards small enough that embedding and LM head part.
     `original_format`: the names the Hub's checkpoints have (pre-2025 for the renamed families), else today's."""
-    model = build_model(family, tied, seed)
+    model = build_model(family, tied, seed, **overrides)
     model.save_pretrained(folder, max_shard_size="20KB", save_original_format=original_format)
     embed, head = saved_names(folder)
     index = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]

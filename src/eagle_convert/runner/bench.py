@@ -55,6 +55,7 @@ from eagle_convert.runner.model import TargetModel
 from eagle_convert.runner.report import BenchReport, PromptReport  # noqa: F401 (re-exported)
 from eagle_convert.runner.prompts import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts  # noqa: F401 (re-exported)
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
+from eagle_convert.runner.targets import runner_target
 from eagle_convert.spec import DraftSpec
 from eagle_convert.validate import check_sizes
 
@@ -79,14 +80,16 @@ def load_target(target_path: str | Path, *, dtype: torch.dtype, device, aux_laye
     """A local HF folder, read through the converter's checkpoint index: single or sharded safetensors, or `.bin`
     shards (weights_only), one tensor at a time."""
     ckpt = Checkpoint(LocalSource(target_path))
+    view = runner_target(ckpt)  # a multimodal checkpoint: its language model, text-only
 
     def get_tensor(name: str) -> torch.Tensor:
+        name = view.saved_name(name)
         if not ckpt.has(name):
             raise MissingTensorError(f"The target {target_path} has no tensor {name}.",
                                      "The target checkpoint is incomplete, or its layout is not a Llama-family one.")
         return read_tensor(ckpt, ckpt.ref(name))
 
-    return TargetModel(ckpt.config, get_tensor, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids)
+    return TargetModel(view.config, get_tensor, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids)
 
 
 def _timed(device: torch.device, run: Callable):
@@ -149,15 +152,15 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
     use_template = tokenizer is not None and chat_template == "auto" and tokenizer.chat_template is not None
     eos = () if ignore_eos else (tokenizer.eos_token_ids if tokenizer else load_eos_token_ids(target_path))
 
-    config = json.loads((Path(target_path) / "config.json").read_text())
-    num_layers = config["num_hidden_layers"]
+    view = runner_target(Checkpoint(LocalSource(target_path)))
+    num_layers = view.config["num_hidden_layers"]
     aux_ids = aux_layer_ids_for(draft_spec, num_layers)
     target = load_target(target_path, dtype=dtype, device=device, aux_layer_ids=aux_ids)
     session = _Session(target, str(target_path), prompts, tokenizer, use_template, tuple(eos), device)
     settings = {"target": str(target_path), "k": k, "max_new_tokens": max_new_tokens, "temperature": temperature,
                 "seed": seed, "device": str(device), "dtype": str(dtype).removeprefix("torch."),
                 "chat_template": use_template, "baseline": baseline, "ignore_eos": ignore_eos,
-                "num_prompts": len(prompts)}
+                "num_prompts": len(prompts), **({"text_only": True} if view.text_only else {})}
     report = _bench_head(session, draft_spec, draft_get_tensor, settings, k=k, max_new_tokens=max_new_tokens,
                          temperature=temperature, seed=seed, baseline=baseline, progress=progress)
     if reference is not None:

@@ -1,4 +1,5 @@
-"""A compact Llama-family target model (llama, mistral, qwen2, qwen3) for the bench runner, in the style of gpt-fast.
+"""A compact Llama-family target model (llama, mistral, qwen2, qwen3, and the MoE qwen3_moe and mixtral) for the bench
+runner, in the style of gpt-fast.
 
 Weights are plain tensors read by HF name through `get_tensor`; each attention layer owns a static KV cache written by
 position (see layers.py), so rolling back rejected drafts is just the caller choosing the next position.
@@ -18,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import UnsupportedModelError
+from eagle_convert.runner.moe import MoeMlp, is_moe_layer, load_moe
 from eagle_convert.runner.layers import (
     Attention, GetTensor, Mlp, RotaryTable, as_positions, cast_reader, load_attention, load_mlp, rms_norm, rope_inv_freq,
 )
@@ -28,6 +30,8 @@ SUPPORTED_ARCHITECTURES: dict[str, tuple[str, ...]] = {
     "mistral": ("MistralForCausalLM",),
     "qwen2": ("Qwen2ForCausalLM",),
     "qwen3": ("Qwen3ForCausalLM",),
+    "qwen3_moe": ("Qwen3MoeForCausalLM",),
+    "mixtral": ("MixtralForCausalLM",),
 }
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
 
@@ -36,8 +40,9 @@ def _unsupported(what: str) -> UnsupportedModelError:
     names = ", ".join(f"{t} ({'/'.join(a)})" for t, a in SUPPORTED_ARCHITECTURES.items())
     return UnsupportedModelError(
         f"The bench runner does not implement {what}.",
-        f"Supported targets: {names}; RoPE types: {', '.join(SUPPORTED_ROPE_TYPES)}. Use a supported target, "
-        "or measure acceptance with an engine (vLLM, SGLang) instead.",
+        f"Supported targets: {names} (and the multimodal qwen2_5_vl, qwen3_vl, mistral3, text-only); RoPE types: "
+        f"{', '.join(SUPPORTED_ROPE_TYPES)}. Bench this target with an engine instead: `eagle-convert bench "
+        "--engine vllm`.",
     )
 
 
@@ -60,6 +65,7 @@ class TargetConfig:
     mlp_bias: bool
     qk_norm: bool  # qwen3: RMS norm per head on q and k, before RoPE
     sliding_windows: tuple[int | None, ...]  # per layer; None = full attention
+    moe_layers: tuple[bool, ...] = ()  # per layer: experts (runner/moe.py) instead of a dense MLP
 
     @classmethod
     def from_hf(cls, config: dict) -> TargetConfig:
@@ -88,11 +94,13 @@ class TargetConfig:
             rope_theta=theta,
             rope_scaling=scaling,
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-            qkv_bias=model_type == "qwen2" or (model_type in ("llama", "qwen3") and attention_bias),
-            o_bias=model_type in ("llama", "qwen3") and attention_bias,
+            qkv_bias=model_type == "qwen2" or (model_type in ("llama", "qwen3", "qwen3_moe") and attention_bias),
+            o_bias=model_type in ("llama", "qwen3", "qwen3_moe") and attention_bias,
             mlp_bias=model_type == "llama" and bool(config.get("mlp_bias", False)),
-            qk_norm=model_type == "qwen3",
+            qk_norm=model_type in ("qwen3", "qwen3_moe"),
             sliding_windows=_sliding_windows(model_type, config, layers),
+            moe_layers=tuple(model_type in ("qwen3_moe", "mixtral") and is_moe_layer(model_type, config, i)
+                             for i in range(layers)),
         )
 
 
@@ -116,8 +124,10 @@ def rope_from_hf(config: dict) -> tuple[float, dict | None]:
 
 def _sliding_windows(model_type: str, config: dict, layers: int) -> tuple[int | None, ...]:
     window = config.get("sliding_window")
-    if model_type == "mistral":  # HF Mistral applies its window on every layer and ignores layer_types
+    if model_type in ("mistral", "mixtral"):  # HF applies their window on every layer and ignores layer_types
         return (window,) * layers
+    if model_type == "qwen3_moe":  # one window for every layer, when use_sliding_window
+        return (window if config.get("use_sliding_window") else None,) * layers
     if model_type in ("qwen2", "qwen3") and config.get("use_sliding_window") and window:
         types = config.get("layer_types") or [
             "sliding_attention" if i >= config.get("max_window_layers", 28) else "full_attention" for i in range(layers)
@@ -145,7 +155,7 @@ class _Layer:
     input_norm: torch.Tensor
     attention: Attention
     post_norm: torch.Tensor
-    mlp: Mlp
+    mlp: Mlp | MoeMlp
 
 
 class TargetModel:
@@ -168,8 +178,9 @@ class TargetModel:
                 get, prefix, num_heads=cfg.num_attention_heads, num_kv_heads=cfg.num_key_value_heads,
                 head_dim=cfg.head_dim, dtype=dtype, device=self.device, qkv_bias=cfg.qkv_bias, o_bias=cfg.o_bias,
                 qk_norm=cfg.qk_norm, eps=cfg.rms_norm_eps, sliding_window=cfg.sliding_windows[i])
+            mlp = load_moe(get, prefix, cfg.model_type, config) if cfg.moe_layers[i] else load_mlp(get, prefix, cfg.mlp_bias)
             self.layers.append(_Layer(get(prefix + "input_layernorm.weight"), attention,
-                                      get(prefix + "post_attention_layernorm.weight"), load_mlp(get, prefix, cfg.mlp_bias)))
+                                      get(prefix + "post_attention_layernorm.weight"), mlp))
 
     def with_aux_layer_ids(self, aux_layer_ids: Sequence[int]) -> "TargetModel":
         """The same model (weights and caches shared) returning the inputs of other aux layers: two heads that read
