@@ -136,3 +136,34 @@ def test_a_wrong_override_names_the_missing_tensor(built, draft, tmp_path):
     folder, _, _ = built[("llama", False, True)]
     with pytest.raises(errors.MissingTensorError, match="no tensor 'nope.weight'"):
         eagle_convert.convert(str(draft), str(folder), tmp_path / "out", to="vllm-v0", target_lm_head="nope.weight")
+
+
+@pytest.mark.parametrize("family,bench", [("llama", "yes"), ("qwen3_moe", "yes"), ("mixtral", "yes"),
+                                          ("qwen3_vl", "yes, text-only"), ("mistral3", "yes, text-only"),
+                                          ("gpt_oss", "no"), ("deepseek_v3", "no"), ("llama4", "no"),
+                                          ("gemma3", "no"), ("glm4_moe", "no")])
+def test_inspect_target_names_family_tensors_and_bench(family, bench, built):
+    tied = FAMILIES[family][1][0]
+    folder, _, _ = built[(family, tied, True)]
+    report = eagle_convert.inspect(str(folder))
+    t = report.target
+    embed_name, head_name = saved_names(folder)
+    assert report.kind == "target" and t["family"] == family and not report.problems
+    assert t["lm_head"]["name"] == (head_name or embed_name) and t["embedding"]["name"] == embed_name
+    assert t["lm_head"]["file"] == shard_of(folder, head_name or embed_name)
+    assert t["bench"].startswith(bench) and ("--engine vllm" in t["bench"]) == (bench == "no")
+    assert t["num_hidden_layers"] == 2 and t["hidden_size"] == H
+
+
+def test_inspect_cli_prints_the_target_section(built):
+    import subprocess
+    import sys
+
+    folder, _, _ = built[("mistral3", False, True)]
+    done = subprocess.run([sys.executable, "-m", "eagle_convert", "inspect", str(folder)], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert "target family: mistral3 (multimodal); sizes from text_config" in done.stdout
+    assert "lm head: language_model.lm_head.weight in " in done.stdout
+    assert "found by: before 2025 (language_model.model.*)" in done.stdout
+    assert "bench runner: yes, text-only" in done.stdout

@@ -199,3 +199,29 @@ def test_hub_fetches_only_the_fp8_head_and_its_scale(quant, tmp_path, monkeypatc
         untouched = set(json.loads((fp8 / "model.safetensors.index.json").read_text())["weight_map"].values())
         assert all(server.file_bytes("org/fp8", s) == 0 for s in untouched - {head_shard, embed_shard})
     assert torch.equal(load_file(tmp_path / "out" / "model.safetensors")[HEAD], original)
+
+
+def test_inspect_target_says_how_the_head_is_stored(quant, tmp_path):
+    _, fp8, _, _ = quant["block"]
+    t = eagle_convert.inspect(str(fp8)).target
+    assert t["lm_head"]["stored"] == "fp8 block 16x16, scale lm_head.weight_scale_inv (dequantized exactly)"
+    assert t["lm_head"]["dtype"] == "float8_e4m3fn" and t["quantization"] == "fp8"
+    assert t["embedding"]["stored"] == "float (copied)"
+    packed = tmp_path / "packed"
+    _rewrite(quant["fp32"], packed, quant["shard"], PACKED["int4-packed"],
+             {"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized"}})
+    report = eagle_convert.inspect(str(packed))
+    assert report.target["lm_head"]["stored"] == "packed (refused)"
+    assert report.target["quantization"] == "compressed-tensors (pack-quantized)"
+    assert len(report.problems) == 1 and "--lm-head-from" in report.problems[0].fix
+
+
+def test_inspect_target_of_a_float_head_in_a_quantized_checkpoint(quant, tmp_path):
+    fp8_layers = tmp_path / "fp8-layers"
+    shutil.copytree(quant["fp32"], fp8_layers)
+    config = json.loads((fp8_layers / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "fp8", "ignore": ["lm_head"]}
+    (fp8_layers / "config.json").write_text(json.dumps(config))
+    report = eagle_convert.inspect(str(fp8_layers))
+    assert report.target["quantization"] == "fp8, not quantized: lm_head"
+    assert report.target["lm_head"]["stored"] == "float (copied)" and not report.problems

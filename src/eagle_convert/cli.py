@@ -181,6 +181,8 @@ def inspect(path, target, drop, target_pattern, as_json, revision, target_revisi
 
 def _human_inspect(report) -> str:
     cfg = report.config
+    if report.target and isinstance(cfg.get("text_config"), dict):  # a multimodal target's sizes are its text model's
+        cfg = {**cfg, **cfg["text_config"]}
     lines = [f"{report.path}: {report.layout or 'unrecognised'} layout"
              + (f" ({report.layout_reason})" if report.layout_reason else ""),
              f"kind: {report.kind or '?'}; hidden {cfg.get('hidden_size')}, vocab {cfg.get('vocab_size')}, "
@@ -190,10 +192,27 @@ def _human_inspect(report) -> str:
     lines += [f"  {t['name']:<{width}}  {t['dtype']:<5} {str(t['shape']):<14} {t['file']}" for t in report.tensors]
     if report.ranks:
         lines += _human_ranks(report.ranks)
+    if report.target:
+        lines += _human_target(report.target)
     lines += [f"note: {n}" for n in report.notes]
     lines.append("problems:" if report.problems else "problems: none found")
     lines += [f"  - {p.what}\n    fix: {p.fix}" for p in report.problems]
     return "\n".join(lines)
+
+
+def _human_target(t: dict) -> list[str]:
+    lines = [f"target family: {t['family'] or 'unknown'}" + (" (multimodal)" if t["multimodal"] else "")
+             + (f"; sizes from {t['sizes_in']}" if t.get("sizes_in") else "") + (f"; RoPE {t['rope']}" if t["rope"] else ""),
+             f"quantization: {t['quantization'] or 'none declared'}"]
+    for which in ("lm_head", "embedding"):
+        if which in t:
+            e = t[which]
+            lines.append(f"{which.replace('_', ' ')}: {e['name']} in {e['file']}: {e['stored']}"
+                         + (" (tied to the embedding)" if e.get("tied") else ""))
+    if t.get("found_by"):
+        lines.append(f"found by: {t['found_by']}")
+    lines.append(f"bench runner: {t['bench']}")
+    return lines
 
 
 def _human_ranks(ranks: dict) -> list[str]:

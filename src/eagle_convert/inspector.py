@@ -11,6 +11,7 @@ from .resolve import open_input
 from .spec import EAGLE1, EAGLE3
 from .ranks.checkpoint import RankedCheckpoint
 from .target import TargetInfo, read_target
+from .target_report import describe_target, looks_like_target
 
 HALF = {"float16", "bfloat16"}
 
@@ -35,11 +36,12 @@ class InspectReport:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     ranks: dict | None = None  # a target saved per rank: format, tp/pp, parts, padded vocab, the files read
+    target: dict | None = None  # PATH is a target checkpoint: family, LM head / embedding, quantization, bench
 
     def to_dict(self) -> dict:
         return {"path": self.path, "layout": self.layout, "layout_reason": self.layout_reason, "kind": self.kind,
                 "config": self.config, "tensors": self.tensors, "problems": [p.to_dict() for p in self.problems],
-                "notes": self.notes, "ranks": self.ranks}
+                "notes": self.notes, "ranks": self.ranks, "target": self.target}
 
 
 def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (), revision: str | None = None,
@@ -59,6 +61,8 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
                                              role="target", pattern=target_pattern).checkpoint)
     report = InspectReport(path=str(path), layout=None, layout_reason=None, kind=None, config=ckpt.config,
                            tensors=tensors, notes=list(ref.notes))
+    if target is None and looks_like_target(ckpt):
+        return _target_report(report, ckpt)
     try:
         head = load_draft(ckpt, target_info.config if target_info else None, drop=drop)
     except EagleConvertError as exc:
@@ -67,6 +71,15 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
     report.layout, report.layout_reason, report.kind = head.layout.name, head.layout_reason, head.spec.kind
     report.notes += list(head.notes)
     report.problems += _problems(head, target_info)
+    return report
+
+
+def _target_report(report: InspectReport, ckpt) -> InspectReport:
+    section, problems = describe_target(ckpt)
+    report.layout, report.kind, report.target = "target checkpoint", "target", section
+    report.layout_reason = f"family {section['family'] or 'unknown'}" + (
+        f", LM head {section['lm_head']['name']}" if "lm_head" in section else "")
+    report.problems += [Problem(what, fix) for what, fix in problems]
     return report
 
 
