@@ -167,3 +167,35 @@ def test_inspect_cli_prints_the_target_section(built):
     assert "lm head: language_model.lm_head.weight in " in done.stdout
     assert "found by: before 2025 (language_model.model.*)" in done.stdout
     assert "bench runner: yes, text-only" in done.stdout
+
+
+CONVERTED = "convert: LM head and embedding `torch.equal` to transformers', only their shards read"
+RUNNER = "runner logits = transformers' (fp32), speculative greedy = plain decoding"
+CHECKED = {  # how each family was checked, for the README's target table (test_readme_target_table_matches)
+    "llama": f"{CONVERTED} (tied, untied); runner: tests/test_runner_transformers.py",
+    "mistral": f"{CONVERTED}; runner: tests/test_runner_transformers.py",
+    "qwen2": f"{CONVERTED} (tied, untied); runner: tests/test_runner_transformers.py",
+    "qwen3": f"{CONVERTED} (tied, untied); runner: tests/test_runner_transformers.py",
+    "qwen3_moe": f"{CONVERTED}; {RUNNER} (per-expert and stacked experts); real vLLM 0.32: EAGLE-3 counters = bench's",
+    "mixtral": f"{CONVERTED}; {RUNNER}",
+    "gpt_oss": f"{CONVERTED}; runner refuses it",
+    "deepseek_v3": f"{CONVERTED}; runner refuses it",
+    "glm4_moe": f"{CONVERTED}; runner refuses it",
+    "llama4": f"{CONVERTED}; runner refuses it",
+    "qwen2_5_vl": f"{CONVERTED} (tied, untied; both namings); {RUNNER}, text-only",
+    "qwen3_vl": f"{CONVERTED} (tied, untied); runner logits = transformers', text-only",
+    "mistral3": f"{CONVERTED} (both namings); {RUNNER}, text-only",
+    "gemma3": f"{CONVERTED} (tied; both namings); runner refuses it",
+}
+
+
+def test_readme_target_table_matches():
+    from pathlib import Path
+
+    from eagle_convert.targets.registry import markdown_table
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("<!-- targets-table")
+    block = readme[readme.index("\n", start) + 1: readme.index("<!-- /targets-table -->")].strip()
+    assert set(CHECKED) == set(TABLES)
+    assert block == markdown_table(CHECKED)

@@ -225,3 +225,13 @@ def test_inspect_target_of_a_float_head_in_a_quantized_checkpoint(quant, tmp_pat
     report = eagle_convert.inspect(str(fp8_layers))
     assert report.target["quantization"] == "fp8, not quantized: lm_head"
     assert report.target["lm_head"]["stored"] == "float (copied)" and not report.problems
+
+
+def test_bench_refuses_a_quantized_target(quant):
+    from eagle_convert.errors import UnsupportedModelError
+    from eagle_convert.runner.bench import load_target
+
+    _, fp8, _, _ = quant["per-channel"]
+    with pytest.raises(UnsupportedModelError, match=r"quantized \(fp8\)") as exc:
+        load_target(fp8, dtype=torch.float32, device="cpu")
+    assert "bench --engine vllm" in str(exc.value) and "unquantized base" in str(exc.value)

@@ -11,6 +11,7 @@ from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.errors import UnsupportedModelError
 from eagle_convert.target import find_names
 from eagle_convert.targets import TargetFamily, family_for
+from eagle_convert.targets.quant import quantization_summary
 
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved")
 
@@ -31,6 +32,12 @@ def runner_target(ckpt: Checkpoint) -> RunnerTarget:
             f"{f' ({family.note})' if family.note else ''}; convert supports them.",
             "Bench this target with an engine: `eagle-convert bench --engine vllm` (the runner implements llama, "
             "mistral, qwen2, qwen3, qwen3_moe, mixtral, and qwen2_5_vl, qwen3_vl, mistral3 text-only).")
+    method = quantization_summary(ckpt.config)
+    if method:  # its weights are codes: cast to float without their scales they would run as garbage, silently
+        raise UnsupportedModelError(
+            f"The bench runner runs unquantized targets; {ckpt.label} is quantized ({method}).",
+            "Bench the unquantized base it was made from (then say that τ was measured on the bf16 sibling), or "
+            "bench the quantized target with an engine: `eagle-convert bench --engine vllm`.")
     if family is None or not family.multimodal or not family.runner_model_type:
         return RunnerTarget(ckpt.config, lambda name: name, family, False)
     top = ckpt.config
