@@ -199,3 +199,18 @@ def test_readme_target_table_matches():
     block = readme[readme.index("\n", start) + 1: readme.index("<!-- /targets-table -->")].strip()
     assert set(CHECKED) == set(TABLES)
     assert block == markdown_table(CHECKED)
+
+
+def test_eagle3_defaults_come_from_a_multimodal_targets_text_config(tmp_path):
+    """A wrapper keeps num_hidden_layers in text_config: the EAGLE-3 default aux layer ids (2, L//2, L-3) use it."""
+    from eagle_convert.examples import make_eagle3_head
+
+    target = tmp_path / "qwen3_vl-8"
+    save_family("qwen3_vl", target, num_hidden_layers=8)
+    assert "num_hidden_layers" not in json.loads((target / "config.json").read_text())
+    cfg = TinyConfig(hidden_size=H, vocab_size=V, intermediate_size=INTER, num_attention_heads=HEADS,
+                     num_key_value_heads=KV)
+    make_eagle3_head(tmp_path / "draft", cfg, {}, draft_vocab=64)
+    result = eagle_convert.convert(str(tmp_path / "draft"), str(target), tmp_path / "out", to="vllm")
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    assert any("8-layer target" in n for n in result.plan.notes)

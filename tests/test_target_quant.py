@@ -235,3 +235,22 @@ def test_bench_refuses_a_quantized_target(quant):
     with pytest.raises(UnsupportedModelError, match=r"quantized \(fp8\)") as exc:
         load_target(fp8, dtype=torch.float32, device="cpu")
     assert "bench --engine vllm" in str(exc.value) and "unquantized base" in str(exc.value)
+
+
+def test_cli_refuses_a_packed_head_in_one_paragraph_and_lm_head_from_converts(quant, tmp_path):
+    import subprocess
+    import sys
+
+    packed = tmp_path / "nvfp4"
+    _rewrite(quant["fp32"], packed, quant["shard"], PACKED["nvfp4"])
+    base = [sys.executable, "-m", "eagle_convert", "convert", str(quant["draft"]), "-t", str(packed), "--to",
+            "vllm-v0", "-q"]
+    refused = subprocess.run(base + ["-o", str(tmp_path / "refused")], capture_output=True, text=True)
+    assert refused.returncode == 1 and not (tmp_path / "refused").exists()
+    assert refused.stderr.startswith("error: The target's LM head (lm_head.weight) is stored packed")
+    assert "lm_head.weight is uint8 [128, 16]" in " ".join(refused.stderr.split())
+    assert "--lm-head-from CHECKPOINT" in " ".join(refused.stderr.split())
+    done = subprocess.run(base + ["-o", str(tmp_path / "out"), "--lm-head-from", str(quant["fp32"])],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert torch.equal(load_file(tmp_path / "out" / "model.safetensors")[HEAD], quant["w"])

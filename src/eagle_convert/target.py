@@ -32,7 +32,12 @@ class TargetInfo:
 
     @property
     def config(self) -> dict:
-        return (self.config_checkpoint or self.checkpoint).config
+        """The target's config, with a multimodal wrapper's text-model fields (layer count, positions) lifted to the
+        top, where the draft's defaults (EAGLE-3 aux layer ids) and the output configs read them."""
+        top = (self.config_checkpoint or self.checkpoint).config
+        text = self.family.sizes_config(top) if self.family else top
+        return top if text is top else {**top, **{k: v for k, v in text.items() if k not in ("architectures",
+                                                                                              "model_type")}}
 
     @property
     def label(self) -> str:

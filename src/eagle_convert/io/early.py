@@ -13,10 +13,13 @@ from pathlib import Path
 from . import background
 from .digest import PREHASH, tensor_ranges
 from ..spec import TARGET_EMBED, TARGET_LM_HEAD
+from ..targets import FAMILIES
 from .readahead import WARMER
 from .source import LocalSource, find_weights, read_json, read_safetensors_header
 
-LM_HEAD_NAMES = (TARGET_LM_HEAD, TARGET_EMBED)  # an untied target's, then a tied one's
+# An untied target's LM head, then a tied one's embedding, in every family's namings (targets/; torch-free).
+LM_HEAD_NAMES = tuple(dict.fromkeys([TARGET_LM_HEAD, *(n.lm_head for f in FAMILIES.values() for n in f.namings),
+                                     TARGET_EMBED, *(n.embed for f in FAMILIES.values() for n in f.namings)]))
 
 
 def read_target_metadata(folder: str) -> None:

@@ -51,7 +51,7 @@ def bench(target: str, draft: str, *, k: int = 3, max_new_tokens: int = 256, pro
 
     def head_of(path: str):
         return load_draft(open_input(path, revision=revision, token=token, offline=offline, role="draft").checkpoint,
-                          target_ckpt.config, drop=tuple(drop))
+                          read_target(target_ckpt).config, drop=tuple(drop))  # a wrapper's text sizes
 
     head = head_of(draft)
     reference, inexact = None, None
