@@ -116,12 +116,10 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
     spec = head.spec
     canonical = frozenset(head.tensors)
     refusal = layout.refusal(spec, canonical)
-    if spec.norm_before_residual:  # bench runs it (as vLLM would); no output layout here states it yet
-        refusal = ("its config has norm_before_residual: true (the residual taken after hidden_norm), which "
-                   "SafeAILab / SpecForge heads do not use and eagle-convert does not write")
     if refusal:
-        raise UnsupportedConversionError(f"Cannot write this {spec.kind.upper()} head as --to {to}: {refusal}.",
-                                         "`eagle-convert layouts` lists which layouts hold which heads.")
+        raise UnsupportedConversionError(f"Cannot write this {spec.variant} head as --to {to}: {refusal}.",
+                                         "`eagle-convert layouts` lists which layouts hold which heads, and the "
+                                         "README's variant table which layout holds which EAGLE-3 variant.")
     check_pair(spec, target)
     dtype_name = resolve_dtype(dtype, target)
     out_dtype = DTYPE_NAMES[dtype_name]
@@ -179,8 +177,9 @@ def _planned(name: str, role: str, head: DraftHead, target: TargetInfo, out_dtyp
                  else Source("target", target.embedding()))
         sources = (embed, Source("draft", head.tensors["fc.weight"]), Source("draft", head.tensors["fc.bias"]))
         return PlannedTensor(name, "embed_tokens.weight", "derived", sources, out_dtype, embed.ref.shape, derive=FOLD)
-    if role == "lm_head.weight" and spec.kind == EAGLE1:
-        return _copied(name, role, "target", target.lm_head(), out_dtype)  # EAGLE-1: always the target's
+    if role == "lm_head.weight" and (spec.kind == EAGLE1 or spec.lm_head_from_target):
+        # EAGLE-1: always the target's; EAGLE-3 with draft_vocab_size null: the target's, written into the head
+        return _copied(name, role, "target", target.lm_head(), out_dtype)
     if role in head.tensors:
         return _copied(name, role, "draft", head.tensors[role], out_dtype)
     if role == "embed_tokens.weight":
