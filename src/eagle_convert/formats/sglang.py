@@ -80,3 +80,10 @@ class SGLang(Layout):
         return (f"python -m sglang.launch_server --model {shlex.quote(ctx.target_label)} --speculative-algorithm {algo} "
                 f"--speculative-draft-model-path {shlex.quote(ctx.out_label)} --speculative-num-steps {ctx.num_speculative_tokens} "
                 f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {ctx.num_speculative_tokens + 1}")
+
+
+def replaces_draft_embedding(layout: str, spec: DraftSpec, canonical: frozenset[str]) -> bool:
+    """SGLang's server overwrites an EAGLE-3 draft's embed_tokens with the target's (eagle_worker_v2.py:363 set_embed;
+    models/llama.py:910-918) unless target_hidden_size != hidden_size: a draft embedding that differs is lost."""
+    return (layout == "sglang" and spec.is_eagle3 and "embed_tokens.weight" in canonical
+            and spec.target_hidden_size == spec.hidden_size)
