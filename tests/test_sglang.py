@@ -53,12 +53,12 @@ def loaded(tmp_path_factory):
     outs = {}
     for name, target in heads.items():
         eagle_convert.convert(str(root / name), str(root / target), root / f"out-{name}", to="sglang")
-        outs[name] = (root / f"out-{name}", root / target)
+        outs[name] = (root / f"out-{name}", root / name, root / target)
     proc = subprocess.run([SGLANG_PYTHON, str(ROOT / "scripts" / "sglang_load_check.py"),
-                           *[str(out) for out, _ in outs.values()]], capture_output=True, text=True, timeout=900)
+                           *[str(out) for out, _, _ in outs.values()]], capture_output=True, text=True, timeout=900)
     results = {json.loads(line)["dir"]: json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")}
     assert len(results) == len(outs), proc.stderr[-3000:]
-    return {name: (results[str(out)], out, target) for name, (out, target) in outs.items()}
+    return {name: (results[str(out)], source, target) for name, (out, source, target) in outs.items()}
 
 
 HEADS = ["eagle1", "eagle1-nobias", "eagle3-release", "legacy_fc_norm", "modelopt",
@@ -67,12 +67,13 @@ HEADS = ["eagle1", "eagle1-nobias", "eagle3-release", "legacy_fc_norm", "modelop
 
 @pytest.mark.parametrize("name", HEADS)
 def test_sglang_loads_every_tensor_onto_its_parameter(loaded, name):
-    result, out, target = loaded[name]
+    result, source, target = loaded[name]
     assert result["problems"] == [], result["problems"]
     eagle1 = name.startswith("eagle1")
     assert result["class"].endswith("LlamaForCausalLMEagle" if eagle1 else "LlamaForCausalLMEagle3")
     assert result["checked"] >= 8
-    spec = load_draft(Checkpoint(LocalSource(out)), json.loads((target / "config.json").read_text())).spec
+    # The head as the source states it (not our output read back, which would share a convention mistake)
+    spec = load_draft(Checkpoint(LocalSource(source)), json.loads((target / "config.json").read_text())).spec
     if eagle1:
         return
     view = result["sglang_view"]
