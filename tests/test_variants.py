@@ -340,3 +340,48 @@ def test_inspect_names_the_variant_and_where_each_flag_came_from(built):
     assert "input_norm.weight present" in report["flags"]["norm_before_fc"]["source"]
     assert "eagle_config.norm_before_fc agrees" in report["flags"]["norm_before_fc"]["source"]
     assert report["flags"]["num_aux_states"]["value"] == 3
+
+
+def test_readme_variant_table_matches_the_layouts():
+    from pathlib import Path
+
+    from eagle_convert.formats.variant_table import variant_markdown_table
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("<!-- variants-table")
+    block = readme[readme.index("\n", start) + 1: readme.index("<!-- /variants-table -->")].strip()
+    assert block == variant_markdown_table()
+
+
+def test_sglang_refuses_a_draft_embedding_it_would_replace(built, tmp_path):
+    """SGLang overwrites an EAGLE-3 draft's embedding with the target's when the widths match: a head whose own
+    embedding differs is refused for --to sglang (rows sampled and compared), kept for --to vllm."""
+    root, targets, _ = built
+    from safetensors.torch import load_file, save_file
+    for name, embed in (("own", torch.randn(256, 64)), ("copy", targets["narrow"]["model.embed_tokens.weight"])):
+        head = tmp_path / name
+        head.mkdir()
+        tensors = load_file(root / "base" / "model.safetensors")
+        tensors["embed_tokens.weight"] = embed.clone()
+        save_file(tensors, head / "model.safetensors")
+        (head / "config.json").write_text((root / "base" / "config.json").read_text())
+    with pytest.raises(errors.UnsupportedConversionError, match="replaces a draft's embedding with the target's"):
+        eagle_convert.convert(str(tmp_path / "own"), str(root / "target"), tmp_path / "out-own", to="sglang")
+    assert not (tmp_path / "out-own").exists()
+    eagle_convert.convert(str(tmp_path / "own"), str(root / "target"), tmp_path / "out-vllm", to="vllm")
+    eagle_convert.convert(str(tmp_path / "copy"), str(root / "target"), tmp_path / "out-copy", to="sglang")
+    assert (tmp_path / "out-copy" / "config.json").exists()
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_bench_runs_each_variant_and_its_conversion_alike(built, name, tmp_path):
+    """The whole bench (target, aux states, draft/verify loop) runs every variant, and the converted head gives the
+    same report: a flag dropped by the conversion would change the drafts."""
+    root, _, _ = built
+    target = str(root / target_of(name))
+    eagle_convert.convert(str(root / name), target, tmp_path / "out", to="vllm")
+    runs = [eagle_convert.bench(target, str(d), k=3, max_new_tokens=12, prompts=["t10 t11 t12", "t40 t7 t99"],
+                                baseline=False).to_dict() for d in (root / name, tmp_path / "out")]
+    source, converted = ({"acceptance": r["overall"]["acceptance"], "outputs": [p["output_token_ids"] for p in r["prompts"]]}
+                         for r in runs)
+    assert source == converted
+    assert runs[0]["settings"]["aux_layer_ids"] == list(VARIANTS[name].get("aux_ids", (0, 1, 3)) or [])
