@@ -258,6 +258,8 @@ def edit_config(folder, **changes):
     ("base", {"eagle_config": {"use_aux_hidden_state": False}}, r"use_aux_hidden_state=False but fc.weight is present"),
     ("qwen3", {"model_type": "llama"}, r"q_norm/k_norm \(a Qwen3 layer\) but config model_type='llama'"),
     ("base", {"model_type": "qwen3"}, r"model_type='qwen3' but the tensors have no q_norm/k_norm"),
+    ("base", {"use_aux_norm": True}, r"use_aux_norm \(SGLang's legacy name for fc_norm\)=True, but the tensors say fc_norm=false"),
+    ("base", {"eagle_config": {"use_input_layernorm_in_first_layer": False}}, r"neither vLLM 0.32 nor SGLang 0.5.23 reads"),
 ])
 def test_config_that_disagrees_with_the_tensors_is_an_error_naming_both(built, tmp_path, variant, changes, message):
     root, _, _ = built

@@ -29,6 +29,8 @@ def mla_refusal(names, label: str) -> None:
 
 
 AUX_IDS = "eagle_aux_hidden_state_layer_ids"
+# ModelOpt switches that remove a norm; no engine here reads them (grep finds neither in vLLM 0.32 nor SGLang 0.5.23).
+UNREAD_NORM_SWITCHES = ("use_input_layernorm_in_first_layer", "use_last_layernorm")
 
 
 @dataclass
@@ -65,6 +67,8 @@ def _stated(cfg: dict, key: str, label: str, nested_offset: int = 0):
 
 def _flag_from_tensors(cfg: dict, key: str, present: bool, evidence: str, label: str, sources: dict) -> bool:
     stated, where = _stated(cfg, key, label)
+    if stated is None and key == "fc_norm" and cfg.get("use_aux_norm") is not None:  # SGLang's legacy name
+        stated, where = cfg["use_aux_norm"], "config use_aux_norm (SGLang's legacy name for fc_norm)"
     if stated is not None and bool(stated) != present:
         raise LayoutError(
             f"{label}: {where}={stated!r}, but the tensors say {key}={'true' if present else 'false'} ({evidence} "
@@ -82,6 +86,13 @@ def detect_eagle3(cfg: dict, shapes: dict[str, tuple[int, ...]], *, hidden: int,
     sources: dict[str, str] = {}
     notes: list[str] = []
     target_cfg = target_config or {}
+    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    for key in UNREAD_NORM_SWITCHES:
+        if nested.get(key) is False or cfg.get(key) is False:
+            raise LayoutError(
+                f"{label}: the config says {key}=false (ModelOpt): the head was trained without that norm, but neither "
+                "vLLM 0.32 nor SGLang 0.5.23 reads the switch (both always apply it), so they would run a different "
+                "head.", "eagle-convert cannot write this head for any engine; serve it with the tool that trained it.")
 
     norm_before_fc = _flag_from_tensors(cfg, "norm_before_fc", "input_norm.weight" in shapes, "input_norm.weight",
                                         label, sources)

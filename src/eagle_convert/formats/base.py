@@ -186,7 +186,7 @@ DROPPED_SOURCE_KEYS = frozenset({
     "speculators_model_type", "speculators_config", "speculators_version", "transformer_layer_config",
     "eagle_fc_bias", "model", "eagle_config", "draft_vocab_size", "target_hidden_size",
     "eagle_aux_hidden_state_layer_ids", "norm_before_residual", "dtype", "torch_dtype", "norm_before_fc", "fc_norm",
-    "norm_output", "num_aux_hidden_states", "use_aux_hidden_state", "num_aux_layers",
+    "norm_output", "num_aux_hidden_states", "use_aux_hidden_state", "num_aux_layers", "use_aux_norm",
 })
 
 
