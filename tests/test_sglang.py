@@ -28,7 +28,7 @@ pytestmark = pytest.mark.sglang
 
 ROOT = Path(__file__).resolve().parents[1]
 SGLANG_PYTHON = os.environ.get("SGLANG_PYTHON", str(ROOT / ".venv-sglang" / "bin" / "python"))
-REFUSED_BY_SGLANG = {"norm_before_residual", "qwen3"}  # test_variants.py checks the refusals
+REFUSED_BY_SGLANG = {"norm_before_residual", "qwen3", "fc_bias"}  # test_variants.py checks the refusals
 
 
 @pytest.fixture(scope="module")

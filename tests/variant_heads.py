@@ -27,6 +27,7 @@ VARIANTS = {
     "qwen3": {"qwen3": True},
     "vocab_null": {"draft_vocab": None},
     "wide_target": {"wide": True},
+    "fc_bias": {"fc_bias": True},  # SGLang's `bias` EAGLE-3 heads: refused by every layout (engine-notes.md)
 }
 
 
@@ -39,7 +40,8 @@ def _norm(g, n):
 
 
 def variant_tensors(cfg: TinyConfig, *, draft_hidden: int, aux_ids, norm_before_fc=False, fc_norm=False, layers=1,
-                    qwen3=False, draft_vocab: int | None = 64, own_embed=False, seed=2) -> dict[str, torch.Tensor]:
+                    qwen3=False, draft_vocab: int | None = 64, own_embed=False, fc_bias=False,
+                    seed=2) -> dict[str, torch.Tensor]:
     """Canonical names (`layers.N.*`); the exporters rename them."""
     g = torch.Generator().manual_seed(seed)
     h, t, v, i = draft_hidden, cfg.hidden_size, cfg.vocab_size, cfg.intermediate_size
@@ -75,6 +77,8 @@ def variant_tensors(cfg: TinyConfig, *, draft_hidden: int, aux_ids, norm_before_
                     "d2t": (used - torch.arange(draft_vocab)).to(torch.int64), "t2d": t2d})
     if own_embed:
         out["embed_tokens.weight"] = _rand(g, v, h, scale=1.0)
+    if fc_bias:
+        out["fc.bias"] = _rand(g, h, scale=0.1)
     return out
 
 
@@ -104,17 +108,19 @@ def variant_config(cfg: TinyConfig, *, draft_hidden: int, aux_ids, norm_before_f
 
 def make_variant_head(folder: Path, *, aux_ids=(0, 1, 3), norm_before_fc=False, fc_norm=False, norm_output=False,
                       norm_before_residual=False, layers=1, qwen3=False, draft_vocab=64, nested=False, wide=False,
-                      exporter: str = "specforge", seed=2) -> dict[str, torch.Tensor]:
+                      fc_bias=False, exporter: str = "specforge", seed=2) -> dict[str, torch.Tensor]:
     """Save one variant; `exporter`: "specforge" (`midlayer.` for layer 0, flat config), "modelopt" (`eagle_module.`
     prefix, target keys copied to the top level), "legacy_fc_norm" (aux_norm_low/mid/high). Returns canonical tensors."""
     cfg = WIDE_TARGET if wide else TARGET
     draft_hidden = 64 if wide else cfg.hidden_size
     tensors = variant_tensors(cfg, draft_hidden=draft_hidden, aux_ids=aux_ids, norm_before_fc=norm_before_fc,
                               fc_norm=fc_norm, layers=layers, qwen3=qwen3, draft_vocab=draft_vocab, own_embed=wide,
-                              seed=seed)
+                              fc_bias=fc_bias, seed=seed)
     config = variant_config(cfg, draft_hidden=draft_hidden, aux_ids=aux_ids, norm_before_fc=norm_before_fc,
                             fc_norm=fc_norm, norm_output=norm_output, norm_before_residual=norm_before_residual,
                             layers=layers, qwen3=qwen3, draft_vocab=draft_vocab, nested=nested, wide=wide)
+    if fc_bias:
+        config["bias"] = True  # SGLang's flag for it
     saved = {("midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k): v for k, v in tensors.items()}
     if exporter == "modelopt":
         saved = {"eagle_module." + k: v for k, v in saved.items()}

@@ -168,7 +168,7 @@ def _build_spec(kind, cfg, tensors, target_config, notes, label, nested_aux_offs
                      aux_layer_ids=variant.aux_layer_ids, norm_before_residual=variant.norm_before_residual,
                      num_aux_states=variant.num_aux_states, norm_before_fc=variant.norm_before_fc,
                      fc_norm=variant.fc_norm, norm_output=variant.norm_output, num_layers=variant.num_layers,
-                     qk_norm=variant.qk_norm, lm_head_from_target=from_target,
+                     qk_norm=variant.qk_norm, lm_head_from_target=from_target, fc_bias="fc.bias" in tensors,
                      base_model_type="qwen3" if variant.qk_norm else "llama", flag_sources=sources, **common)
 
 

@@ -129,7 +129,7 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
 
     roles = dict(layout.output_names(spec, canonical))  # output name -> canonical role (or a derived marker)
     fold = False
-    if spec.fc_bias and "fc.bias" not in roles.values():
+    if spec.kind == EAGLE1 and spec.fc_bias and "fc.bias" not in roles.values():
         if fc_bias == "error":
             raise UnsupportedConversionError(
                 f"This EAGLE-1 head has an fc bias, which the {to} layout cannot express (vLLM V1 drops it silently and "

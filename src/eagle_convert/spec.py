@@ -43,7 +43,7 @@ class DraftSpec:
     vocab_size: int  # the target vocabulary
     max_position_embeddings: int
     rope_scaling: dict | None = None  # the draft's own (releases have none); never the target's
-    fc_bias: bool = False  # EAGLE-1 only
+    fc_bias: bool = False  # EAGLE-1 (SafeAILab releases); EAGLE-3 heads with one are refused by every layout
     qkv_bias: bool = False  # EAGLE-1 Qwen2 heads
     draft_vocab_size: int | None = None  # EAGLE-3 only
     target_hidden_size: int | None = None  # EAGLE-3: fc input is 3 * target_hidden_size
@@ -84,7 +84,7 @@ class DraftSpec:
             ("norm_before_residual", self.norm_before_residual), ("use_aux_hidden_state=false", not self.use_aux_hidden_state),
             (f"{self.num_aux_states} aux states", self.use_aux_hidden_state and self.num_aux_states != 3),
             (f"{self.num_layers} layers", self.num_layers > 1), ("Qwen3 attention (q_norm/k_norm)", self.qk_norm),
-            ("target's LM head", self.lm_head_from_target),
+            ("target's LM head", self.lm_head_from_target), ("fc bias", self.fc_bias),
             (f"target hidden {self.target_hidden_size} != hidden {self.hidden_size}",
              self.target_hidden_size is not None and self.target_hidden_size != self.hidden_size)) if on]
         return base + (f" ({', '.join(flags)})" if flags else "")

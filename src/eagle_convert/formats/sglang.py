@@ -43,6 +43,10 @@ class SGLang(Layout):
             return ("SGLang 0.5.23's LlamaForCausalLMEagle3 always takes the residual before hidden_norm "
                     "(llama_eagle3.py:97-101) and has no norm_before_residual flag, so it would run a different head; "
                     "use --to vllm or --to speculators (vLLM 0.32 reads the flag)")
+        if spec.is_eagle3 and spec.fc_bias:
+            return ("SGLang 0.5.23 turns on the EAGLE-3 fc bias with the config key `bias`, which also gives every "
+                    "attention o_proj a bias (models/llama.py:339-340, llama_eagle3.py:166) that this head does not "
+                    "have; no layout eagle-convert writes can express this head")
         if spec.is_eagle3 and spec.qk_norm:
             return ("SGLang 0.5.23 has no Qwen3-layer EAGLE-3 draft: LlamaForCausalLMEagle3's attention has no "
                     "q_norm/k_norm and its load_weights drops those tensors silently (llama_eagle3.py:325-378); "

@@ -8,7 +8,7 @@ import shlex
 from ..spec import EAGLE3, DraftSpec
 from .base import Layout, OutputContext, base_inner_config, eagle3_fields
 from .registry import register
-from .vllm import EAGLE3_IDENTITY_D2T, eagle3_names
+from .vllm import EAGLE3_IDENTITY_D2T, eagle3_fc_bias_refusal, eagle3_names
 
 
 @register
@@ -39,7 +39,7 @@ class Speculators(Layout):
         if spec.kind != EAGLE3:
             return ("the speculators format describes EAGLE-3 heads only (vLLM reads no EAGLE-1 speculators "
                     "config); use --to vllm for vLLM V1 `method: eagle`")
-        return None
+        return eagle3_fc_bias_refusal(spec)
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
         # vLLM's update_eagle3 (speculators/algos.py) copies these from the top level into the draft config; the

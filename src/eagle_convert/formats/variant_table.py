@@ -35,6 +35,7 @@ VARIANTS = [
      {"vllm": "R V", "speculators": "R", "sglang": "R"}),
     ("draft_vocab_size: null, no lm_head", {"lm_head_from_target": True, "draft_vocab_size": 128256},
      {"vllm": "R", "speculators": "R", "sglang": "R S"}),
+    ("fc bias (`fc.bias`, config `bias`)", {"fc_bias": True}, {"vllm": "R", "speculators": "R", "sglang": "R"}),
 ]
 OUTPUTS = ("vllm", "speculators", "sglang")
 

@@ -29,6 +29,9 @@ class VllmV1(Layout):
             return f"raw config with fc.weight and layers.0.* (vLLM V1 / SpecForge `method: {kind}` layout)"
         return None
 
+    def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
+        return eagle3_fc_bias_refusal(spec) or super().refusal(spec, canonical)
+
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
         # vLLM's EAGLEConfig prefixes the architecture: Qwen3ForCausalLM -> Eagle3Qwen3ForCausalLM (qwen3_eagle3.py).
         arch, model_type = ("Qwen3ForCausalLM", "qwen3") if spec.qk_norm else ("LlamaForCausalLM", "llama")
@@ -59,3 +62,10 @@ def eagle3_output_roles(spec: DraftSpec, canonical: frozenset[str]) -> frozenset
     """The head's tensors, plus the target's LM head for a head that has none (draft_vocab_size null): written into
     the output so that no engine has to guess where it comes from."""
     return canonical | {"lm_head.weight"} if spec.lm_head_from_target else canonical
+
+
+def eagle3_fc_bias_refusal(spec: DraftSpec) -> str | None:
+    if spec.is_eagle3 and spec.fc_bias:
+        return ("vLLM 0.32 builds the EAGLE-3 fc without a bias (llama_eagle3.py:245, bias=False) and has no flag "
+                "for one, so fc.bias cannot be loaded")
+    return None

@@ -139,6 +139,7 @@ class Eagle3Head(DraftHead):
         super().__init__(spec, get_tensor, target_embedding, dtype, device)
         get = self._get
         self.fc = get("fc.weight") if spec.use_aux_hidden_state else None
+        self.fc_bias = get("fc.bias") if spec.fc_bias else None
         self.fc_input_norm = get("input_norm.weight") if spec.norm_before_fc else None
         self.fc_norms = [get(f"fc_norm.{i}.weight") for i in range(spec.num_aux_states)] if spec.fc_norm else []
         self.input_norm = get("layers.0.input_layernorm.weight")
@@ -185,7 +186,7 @@ class Eagle3Head(DraftHead):
         if self.fc_norms:
             chunks = features.chunk(len(self.fc_norms), dim=-1)
             features = torch.cat([rms_norm(c, w, eps) for c, w in zip(chunks, self.fc_norms)], dim=-1)
-        return F.linear(features, self.fc)
+        return F.linear(features, self.fc, self.fc_bias)
 
     @torch.inference_mode()
     def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False) -> DraftOutput:
