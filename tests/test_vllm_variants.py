@@ -1,11 +1,11 @@
 """Real vLLM 0.32 (CPU) runs the EAGLE-3 variants it can load, converted by eagle-convert, with the same counters and
-tokens as `bench` on the source head (`vllm` marker, `make test-vllm`). Three heads cover every variant flag vLLM
-0.32 reads (docs/engine-notes.md): each is the structured release head of release_pair.py (partial acceptance) with
-the variant's tensors added, so a dropped flag changes what vLLM computes.
+tokens as `bench` on the source head (`vllm` marker, `make test-vllm`). They cover every variant flag vLLM 0.32
+reads (docs/engine-notes.md): each is the structured release head of release_pair.py (partial acceptance) with the
+variants' tensors added, so a dropped flag changes what vLLM computes. Two heads (two vLLM starts):
 
-- aux4-norm_before_fc: four aux states, one RMSNorm over their concatenation, flags nested in eagle_config (NVIDIA);
-- qwen3-eagle31: a Qwen3-layer draft (q_norm/k_norm) with per-aux-state fc_norm and norm_output (EAGLE 3.1);
-- two-layers-no-aux: use_aux_hidden_state false (fed the target's last hidden state), a second decoder layer and
+- a Llama-layer head with four aux states, one RMSNorm over their concatenation (norm_before_fc, nested in
+  eagle_config as NVIDIA's heads have it), per-aux-state fc_norm and norm_output (EAGLE 3.1), and a second layer;
+- a Qwen3-layer head (q_norm/k_norm) with use_aux_hidden_state false (fed the target's last hidden state) and
   norm_before_residual true.
 """
 
@@ -27,28 +27,39 @@ def _noise(gen, *shape, scale):
     return torch.randn(*shape, generator=gen) * scale
 
 
-def make_variant(releases, out, variant):  # noqa: F811 (releases is the fixture's value)
-    """The release head (`midlayer.*`) with one variant's tensors and flags, saved in the release layout."""
+def make_variant(releases, out, flags: set[str]):  # noqa: F811 (releases is the fixture's value)
+    """The release head (`midlayer.*`) with the tensors and config of each variant flag, in the release layout."""
     src = releases["eagle3"]
     t = load_file(src / "model.safetensors")
     cfg = json.loads((src / "config.json").read_text())
     gen = torch.Generator().manual_seed(7)
     hidden, head_dim = cfg["hidden_size"], cfg["head_dim"]
     ones = lambda n: 1.0 + _noise(gen, n, scale=0.05)  # noqa: E731
-    if variant == "aux4-norm_before_fc":
+    nested = cfg.setdefault("eagle_config", {})
+    n_aux = 3
+    if "aux4" in flags:
         t["fc.weight"] = torch.cat([_noise(gen, hidden, hidden, scale=0.02), t["fc.weight"]], dim=1)
-        t["input_norm.weight"] = ones(4 * hidden)
         ids = [0] + cfg.pop("eagle_aux_hidden_state_layer_ids")
-        # NVIDIA style: flags nested in eagle_config, aux ids in SGLang's convention there (layer outputs: ours - 1)
-        cfg["eagle_config"] = {"norm_before_fc": True, "eagle_aux_hidden_state_layer_ids": [i - 1 for i in ids]}
-    elif variant == "qwen3-eagle31":
+        # NVIDIA style: aux ids nested in eagle_config, in SGLang's convention there (layer outputs: ours - 1)
+        nested["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in ids]
+        n_aux = 4
+    if "norm_before_fc" in flags:
+        t["input_norm.weight"] = ones(n_aux * hidden)
+        nested["norm_before_fc"] = True
+    if "eagle31" in flags:
+        t.update({f"fc_norm.{i}.weight": ones(hidden) for i in range(n_aux)})
+        cfg.update(fc_norm=True, norm_output=True)
+    if "qwen3" in flags:
         for p in "qk":
             t[f"midlayer.self_attn.{p}_norm.weight"] = ones(head_dim)
-        t.update({f"fc_norm.{i}.weight": ones(hidden) for i in range(3)})
-        cfg.update(model_type="qwen3", fc_norm=True, norm_output=True)
-    elif variant == "two-layers-no-aux":
+        cfg["model_type"] = "qwen3"
+    if "no_aux" in flags:
         del t["fc.weight"]
         cfg.pop("eagle_aux_hidden_state_layer_ids")
+        nested["use_aux_hidden_state"] = False
+    if "norm_before_residual" in flags:
+        cfg["norm_before_residual"] = True
+    if "two_layers" in flags:
         heads, kv_heads, inter = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["intermediate_size"]
         p = "layers.1."
         t.update({
@@ -61,17 +72,28 @@ def make_variant(releases, out, variant):  # noqa: F811 (releases is the fixture
             p + "mlp.down_proj.weight": _noise(gen, hidden, inter, scale=0.05),
             p + "input_layernorm.weight": ones(hidden), p + "post_attention_layernorm.weight": ones(hidden),
         })
-        cfg.update(num_hidden_layers=2, norm_before_residual=True, eagle_config={"use_aux_hidden_state": False})
+        cfg["num_hidden_layers"] = 2
     out.mkdir()
     save_file(t, out / "model.safetensors")
     (out / "config.json").write_text(json.dumps(cfg))
     return out
 
 
-@pytest.mark.parametrize("variant", ["aux4-norm_before_fc", "qwen3-eagle31", "two-layers-no-aux"])
-def test_vllm_runs_the_variant_as_bench_does(releases, tmp_path, variant):  # noqa: F811
-    head = make_variant(releases, tmp_path / variant, variant)
-    out = tmp_path / f"{variant}-vllm"
+# Two vLLM starts cover every flag vLLM 0.32 reads (the CI budget is ~1 minute per start).
+HEADS = {
+    "llama: 4 aux + norm_before_fc (nested) + fc_norm + norm_output + 2 layers":
+        {"aux4", "norm_before_fc", "eagle31", "two_layers"},
+    "qwen3: q/k norm + use_aux_hidden_state false + norm_before_residual": {"qwen3", "no_aux", "norm_before_residual"},
+}
+
+
+@pytest.mark.parametrize("name", HEADS)
+def test_vllm_runs_the_variant_as_bench_does(releases, tmp_path, name):  # noqa: F811
+    head = make_variant(releases, tmp_path / "head", HEADS[name])
+    out = tmp_path / "head-vllm"
     eagle_convert.convert(str(head), str(releases["target"]), out, to="vllm", dtype="float32")
+    spec = eagle_convert.inspect(str(head), str(releases["target"])).to_dict()["flags"]
+    assert spec["qk_norm"]["value"] is ("qwen3" in HEADS[name]) and spec["num_layers"]["value"] == (
+        2 if "two_layers" in HEADS[name] else 1)
     ours = our_counters(releases["target"], head, releases["prompts"])
     assert_same(ours, vllm_counters(out, target=releases["target"], method="eagle3"))
