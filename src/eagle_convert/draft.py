@@ -10,7 +10,7 @@ from .errors import LayoutError, ShapeMismatchError, UnexpectedTensorError
 from .formats import CANONICAL_NAMES, Layout, detect_layout
 from .formats.base import matches_any
 from .variants import detect_eagle3, mla_refusal
-from .spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec, default_aux_layer_ids
+from .spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec
 
 
 @dataclass(frozen=True)
