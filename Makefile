@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: on the project machines `torch==2.13.0` resolves to a local CPU build. Override for a GPU box.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test test-vllm vllm-env real-demo stress-convert stress-suite clean
+.PHONY: demo test test-vllm vllm-env sglang-env test-sglang real-demo stress-convert stress-suite clean
 
 $(BIN)/eagle-convert: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,20 @@ vllm-env: $(VLLM_VENV)/bin/vllm
 test-vllm: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
 	VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -m vllm -p no:cacheprovider
 
+# Real SGLang 0.5.23's loader (not its speculative decoding, which has no CPU kernel on any registry) in its own
+# environment, exactly as shared/docs/sglang-cpu.md's recipe A builds it (PyPI only; ~2 min, ~7 GB): the `sglang` tests.
+SGLANG_VENV ?= .venv-sglang
+$(SGLANG_VENV)/bin/sglang-ready:
+	test -x $(SGLANG_VENV)/bin/python || $(PYTHON) -m venv $(SGLANG_VENV)
+	$(SGLANG_VENV)/bin/pip install -q -r scripts/sglang-loader-requirements.txt
+	$(SGLANG_VENV)/bin/pip install -q --no-deps sglang==0.5.23 vllm==0.33.0
+	touch $@
+
+sglang-env: $(SGLANG_VENV)/bin/sglang-ready
+
+test-sglang: $(BIN)/eagle-convert $(SGLANG_VENV)/bin/sglang-ready
+	SGLANG_PYTHON=$(abspath $(SGLANG_VENV))/bin/python $(BIN)/python -m pytest -q -m sglang -p no:cacheprovider
+
 # A real target (SmolLM2-135M-Instruct from a PyPI package) and a really trained EAGLE-1 head (about an hour on a
 # 2-core CPU the first time; reused afterwards), converted and benched. Outputs under $(REAL_DIR), never committed.
 REAL_DIR ?= .real
@@ -59,4 +73,4 @@ stress-suite: $(BIN)/eagle-convert
 	bash scripts/stress_suite.sh $(or $(SUITE_N),10)
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) build *.egg-info src/*.egg-info

@@ -77,7 +77,9 @@ def zero_d2t(t):
 
 
 def shift_aux_layers(config):
+    # Both places the output states them (top level and eagle_config): shifting one only is a read error by itself.
     config["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in config["eagle_aux_hidden_state_layer_ids"]]
+    config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = config["eagle_aux_hidden_state_layer_ids"]
 
 
 def flip_norm_before_residual(config):
@@ -215,15 +217,18 @@ def test_a_report_of_other_settings_is_refused(releases, tmp_path):
 
 def test_norm_before_residual_is_benched_but_not_converted(releases, tmp_path):
     """bench runs a head flagged `norm_before_residual: true` as vLLM would (so the flipped flag above is a lower-τ
-    head, not a crash); convert still refuses to write one, and inspect says so."""
+    head, not a crash); convert writes it where vLLM reads it and refuses SGLang, which cannot express it (issue 12),
+    and inspect says so."""
     head = tmp_path / "flagged"
     head.mkdir()
     for f in releases["eagle3"].iterdir():
         (head / f.name).write_bytes(f.read_bytes())
     edit_config(head, lambda c: c.update(norm_before_residual=True))
-    with pytest.raises(eagle_convert.errors.UnsupportedConversionError, match="norm_before_residual: true"):
-        eagle_convert.convert(str(head), str(releases["target"]), tmp_path / "out", to="vllm")
+    with pytest.raises(eagle_convert.errors.UnsupportedConversionError, match="no norm_before_residual flag"):
+        eagle_convert.convert(str(head), str(releases["target"]), tmp_path / "out", to="sglang")
     assert not (tmp_path / "out").exists()
+    eagle_convert.convert(str(head), str(releases["target"]), tmp_path / "vllm", to="vllm")
+    assert json.loads((tmp_path / "vllm" / "config.json").read_text())["norm_before_residual"] is True
     assert any("norm_before_residual" in p.what for p in eagle_convert.inspect(str(head), str(releases["target"])).problems)
     report = eagle_convert.bench(str(releases["target"]), str(head), k=K, max_new_tokens=TOKENS, baseline=False,
                                  prompts=str(releases["prompts"]), reference_draft=str(releases["eagle3"]))

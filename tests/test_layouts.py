@@ -132,7 +132,11 @@ def test_golden_eagle3_to_every_layout(tmp_path):
         inner = cfg.get("transformer_layer_config", cfg)
         top = cfg
         assert top["draft_vocab_size"] == 128 and top["target_hidden_size"] == 64
-        assert top["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5] and top["norm_before_residual"] is False
+        if to == "sglang":  # SGLang reads them from eagle_config only, counting layer outputs (ours - 1)
+            assert top["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
+        else:
+            assert top["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+        assert top["norm_before_residual"] is False
         assert inner["rope_theta"] == 500000.0 and inner.get("rope_scaling") is None  # never the target's llama3 scaling
         assert inner["max_position_embeddings"] == 131072 and "bias" not in inner
         assert torch.equal(tensors["d2t"], src["d2t"]) and tensors["d2t"].dtype == torch.int64

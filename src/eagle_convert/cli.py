@@ -192,6 +192,9 @@ def _human_inspect(report) -> str:
     lines += [f"  {t['name']:<{width}}  {t['dtype']:<5} {str(t['shape']):<14} {t['file']}" for t in report.tensors]
     if report.ranks:
         lines += _human_ranks(report.ranks)
+    if report.variant:
+        lines.append(f"variant: {report.variant}")
+        lines += [f"  {k} = {json.dumps(f['value'])}  ({f['source']})" for k, f in report.flags.items()]
     if report.target:
         lines += _human_target(report.target)
     lines += [f"note: {n}" for n in report.notes]

@@ -12,8 +12,9 @@ import torch
 from . import __version__
 from .checkpoint import Checkpoint
 from .derive import FoldReport, fold_fc_bias, sampled_rows
+from .formats.sglang import replaces_draft_embedding
 from .draft import DraftHead, load_draft
-from .errors import OutputPathError
+from .errors import OutputPathError, UnsupportedConversionError
 from .io.digest import PREHASH, Digest
 from .io.early import end_reads
 from .io.read import read_rows, read_tensor, tensor_bytes
@@ -128,7 +129,15 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     if dry_run:
         result.fetch = fetch_plan(plan, {"draft": draft_in, "target": weights_in or target_in})
         return result
-    result.embedding_check = compare_embeddings(head, target_info, plan, always=check_embedding)
+    replaced = replaces_draft_embedding(to, head.spec, frozenset(head.tensors))
+    result.embedding_check = compare_embeddings(head, target_info, plan, always=check_embedding or replaced)
+    if replaced and result.embedding_check and result.embedding_check["equal"] is False:
+        raise UnsupportedConversionError(
+            f"This EAGLE-3 head ships its own embed_tokens, which differs from the target's "
+            f"({result.embedding_check.get('message') or 'max |diff| %g on %d sampled rows' % (result.embedding_check['max_abs_diff'], result.embedding_check['rows_compared'])}), "
+            "and SGLang 0.5.23 replaces a draft's embedding with the target's when their widths match "
+            "(eagle_worker_v2.py:363 set_embed), so it would run a different head.",
+            "Use --to vllm or --to speculators (vLLM keeps a draft embedding that differs from the target's).")
     _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress)
     return result
 

@@ -9,7 +9,8 @@ from .checkpoint import Checkpoint, TensorRef
 from .errors import LayoutError, ShapeMismatchError, UnexpectedTensorError
 from .formats import CANONICAL_NAMES, Layout, detect_layout
 from .formats.base import matches_any
-from .spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec, default_aux_layer_ids
+from .variants import detect_eagle3, mla_refusal
+from .spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,8 @@ class DraftHead:
 
 def _kind(config: dict, names: frozenset[str]) -> str:
     archs = " ".join(config.get("architectures") or [])
-    if (any(n.startswith("midlayer.") for n in names) or "d2t" in names or "layers.0.hidden_norm.weight" in names
-            or "Eagle3" in archs or config.get("speculators_model_type") == "eagle3"):
+    if (any(n.startswith(("midlayer.", "eagle_module.")) for n in names) or "d2t" in names
+            or any(n.endswith("layers.0.hidden_norm.weight") for n in names) or "Eagle3" in archs or config.get("speculators_model_type") == "eagle3"):
         return EAGLE3
     return EAGLE1
 
@@ -60,7 +61,8 @@ def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[
             "SGLang layouts); run `eagle-convert inspect` on it, and check that DRAFT is the draft head, not the target.")
     flat = layout.flat_config(ckpt.config)
     kind = _kind(ckpt.config, names)
-    notes: list[str] = []
+    notes: list[str] = list(layout.input_notes(ckpt.config))
+    mla_refusal(names, ckpt.label)
 
     # Map every source tensor to a canonical name, or drop it because the user said so. Strict: nothing else.
     allowed = CANONICAL_NAMES[kind]
@@ -83,7 +85,7 @@ def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[
             "If they are not part of the head, drop them explicitly with --drop PATTERN (e.g. --drop "
             f"'{unexpected[0]}'); each drop is reported. A layer-0 input_layernorm in an EAGLE-1 head, or a `model.` "
             "prefix, means the file is not a head we know how to run.")
-    spec = _build_spec(kind, flat, tensors, target_config, notes, ckpt.label)
+    spec = _build_spec(kind, flat, tensors, target_config, notes, ckpt.label, layout.nested_aux_offset)
     return DraftHead(ckpt, layout, reason, spec, tensors, tuple(dropped), tuple(notes))
 
 
@@ -91,9 +93,9 @@ def _shape(tensors: dict[str, TensorRef], name: str) -> tuple[int, ...] | None:
     return tensors[name].shape if name in tensors else None
 
 
-def _build_spec(kind, cfg, tensors, target_config, notes, label) -> DraftSpec:
+def _build_spec(kind, cfg, tensors, target_config, notes, label, nested_aux_offset=0) -> DraftSpec:
     where = label
-    if "fc.weight" not in tensors:
+    if kind == EAGLE1 and "fc.weight" not in tensors:
         raise LayoutError(f"{label} has no fc.weight.", "This is not an EAGLE draft head; check the path.")
     hidden = int(_require(cfg, "hidden_size", where))
     heads = int(_require(cfg, "num_attention_heads", where))
@@ -106,11 +108,10 @@ def _build_spec(kind, cfg, tensors, target_config, notes, label) -> DraftSpec:
     if "rms_norm_eps" not in cfg:
         notes.append("the draft config has no rms_norm_eps: using transformers' Llama default 1e-6")
     layer_ids = {int(m.group(1)) for n in tensors if (m := re.match(r"layers\.(\d+)\.", n))}
-    if int(cfg.get("num_hidden_layers", 1)) != max(len(layer_ids), 1):
+    if kind == EAGLE1 and int(cfg.get("num_hidden_layers", 1)) != max(len(layer_ids), 1):
         notes.append(f"config says num_hidden_layers={cfg.get('num_hidden_layers')} but the tensors hold "
                      f"{len(layer_ids)} layer; using {len(layer_ids)} (the tensors win)")
     vocab = int(_require(cfg, "vocab_size", where))
-    fc_shape = tensors["fc.weight"].shape
     common = dict(
         hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
         intermediate_size=int(_require(cfg, "intermediate_size", where)),
@@ -119,6 +120,7 @@ def _build_spec(kind, cfg, tensors, target_config, notes, label) -> DraftSpec:
         hidden_act=cfg.get("hidden_act", "silu"), extra=dict(cfg),
     )
     if kind == EAGLE1:
+        fc_shape = tensors["fc.weight"].shape
         if fc_shape != (hidden, 2 * hidden):
             raise ShapeMismatchError(f"{label}: fc.weight is {list(fc_shape)}, expected [{hidden}, {2 * hidden}] "
                                      "(hidden, [embedding ; feature]).", "The head does not match its own config.")
@@ -132,18 +134,23 @@ def _build_spec(kind, cfg, tensors, target_config, notes, label) -> DraftSpec:
         return DraftSpec(kind=EAGLE1, fc_bias=has_bias, qkv_bias=qkv, base_model_type="qwen2" if qwen else "llama",
                          **common)
     # EAGLE-3
-    if fc_shape[0] != hidden or fc_shape[1] % 3:
-        raise ShapeMismatchError(f"{label}: fc.weight is {list(fc_shape)}, expected [{hidden}, 3 x target hidden].",
-                                 "The head does not match its own config.")
-    target_hidden = fc_shape[1] // 3
-    if "target_hidden_size" in cfg and int(cfg["target_hidden_size"]) != target_hidden:
-        raise ShapeMismatchError(f"{label}: config target_hidden_size={cfg['target_hidden_size']} but fc.weight "
-                                 f"takes 3 x {target_hidden}.", "Fix target_hidden_size in the draft config.")
+    variant = detect_eagle3(cfg, {n: tuple(r.shape) for n, r in tensors.items()}, hidden=hidden,
+                            target_config=target_config, label=label, nested_aux_offset=nested_aux_offset)
+    notes += variant.notes
     lm_rows = _shape(tensors, "lm_head.weight")
-    if lm_rows is None:
-        raise LayoutError(f"{label}: EAGLE-3 head without lm_head.weight.", "The head is incomplete; re-export it.")
-    draft_vocab = int(cfg.get("draft_vocab_size") or lm_rows[0])
-    for what, n in (("lm_head.weight rows", lm_rows[0]), ("d2t length", (_shape(tensors, "d2t") or [draft_vocab])[0])):
+    stated_vocab = cfg.get("draft_vocab_size")
+    from_target = lm_rows is None
+    if from_target:  # draft_vocab_size null and no lm_head: engines use the target's LM head (written explicitly)
+        if stated_vocab is not None and int(stated_vocab) != vocab:
+            raise LayoutError(f"{label}: EAGLE-3 head without lm_head.weight but draft_vocab_size={stated_vocab}.",
+                              "The head is incomplete; re-export it with its lm_head.")
+        notes.append("no lm_head.weight and draft_vocab_size null: the head uses the target's LM head over the full "
+                     "vocabulary (as vLLM and SGLang do); it is copied into the output and stated")
+    elif stated_vocab is None:
+        notes.append(f"draft_vocab_size is null: read as {lm_rows[0]} from lm_head.weight and written explicitly")
+    draft_vocab = int(stated_vocab or (lm_rows[0] if lm_rows else vocab))
+    for what, n in (("lm_head.weight rows", (lm_rows or [draft_vocab])[0]),
+                    ("d2t length", (_shape(tensors, "d2t") or [draft_vocab])[0])):
         if n != draft_vocab:
             raise ShapeMismatchError(f"{label}: draft_vocab_size={draft_vocab} but {what} = {n}.",
                                      "The head's config and tensors disagree; re-export it.")
@@ -152,16 +159,17 @@ def _build_spec(kind, cfg, tensors, target_config, notes, label) -> DraftSpec:
                           "there is no d2t tensor to map draft ids to target ids.",
                           "Without d2t an engine reads draft id i as target id i and acceptance collapses; use the "
                           "export that includes d2t.")
-    num_layers = int((target_config or {}).get("num_hidden_layers") or 0)
-    aux = cfg.get("eagle_aux_hidden_state_layer_ids")
-    if aux is None:
-        aux = default_aux_layer_ids(num_layers) if num_layers else None
-        if aux is not None:
-            notes.append(f"aux layer ids not in the config: using the EAGLE-3 default {list(aux)} (2, L//2, L-3 for "
-                         f"a {num_layers}-layer target), written explicitly")
-    return DraftSpec(kind=EAGLE3, draft_vocab_size=draft_vocab, target_hidden_size=target_hidden,
-                     aux_layer_ids=tuple(int(i) for i in aux) if aux is not None else None,
-                     norm_before_residual=bool(cfg.get("norm_before_residual")), **common)
+    if cfg.get("tie_word_embeddings") and not from_target:
+        notes.append("config says tie_word_embeddings: true (copied from the target), but the head has its own "
+                     "lm_head.weight: written as false (SGLang would otherwise use the embedding as the LM head)")
+    sources = dict(variant.sources, lm_head=("the target's (no lm_head.weight, draft_vocab_size null)" if from_target
+                                             else f"the draft's own lm_head.weight ({draft_vocab} rows)"))
+    return DraftSpec(kind=EAGLE3, draft_vocab_size=draft_vocab, target_hidden_size=variant.target_hidden_size,
+                     aux_layer_ids=variant.aux_layer_ids, norm_before_residual=variant.norm_before_residual,
+                     num_aux_states=variant.num_aux_states, norm_before_fc=variant.norm_before_fc,
+                     fc_norm=variant.fc_norm, norm_output=variant.norm_output, num_layers=variant.num_layers,
+                     qk_norm=variant.qk_norm, lm_head_from_target=from_target, fc_bias="fc.bias" in tensors,
+                     base_model_type="qwen3" if variant.qk_norm else "llama", flag_sources=sources, **common)
 
 
 def tensor_reader(head: DraftHead):

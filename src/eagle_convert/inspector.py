@@ -37,9 +37,12 @@ class InspectReport:
     notes: list[str] = field(default_factory=list)
     ranks: dict | None = None  # a target saved per rank: format, tp/pp, parts, padded vocab, the files read
     target: dict | None = None  # PATH is a target checkpoint: family, LM head / embedding, quantization, bench
+    variant: str | None = None  # "EAGLE-3 (norm_before_fc)", "EAGLE 3.1 (...)", "EAGLE-1"
+    flags: dict = field(default_factory=dict)  # EAGLE-3 flag -> {"value", "source"}: what was read, and from where
 
     def to_dict(self) -> dict:
         return {"path": self.path, "layout": self.layout, "layout_reason": self.layout_reason, "kind": self.kind,
+                "variant": self.variant, "flags": self.flags,
                 "config": self.config, "tensors": self.tensors, "problems": [p.to_dict() for p in self.problems],
                 "notes": self.notes, "ranks": self.ranks, "target": self.target}
 
@@ -69,6 +72,8 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
         report.problems.append(Problem(exc.message, exc.hint))
         return report
     report.layout, report.layout_reason, report.kind = head.layout.name, head.layout_reason, head.spec.kind
+    report.variant = head.spec.variant
+    report.flags = variant_flags(head.spec)
     report.notes += list(head.notes)
     report.problems += _problems(head, target_info)
     return report
@@ -81,6 +86,16 @@ def _target_report(report: InspectReport, ckpt) -> InspectReport:
         f", LM head {section['lm_head']['name']}" if "lm_head" in section else "")
     report.problems += [Problem(what, fix) for what, fix in problems]
     return report
+
+
+def variant_flags(spec) -> dict:
+    """Each EAGLE-3 flag with its value and where it was read from (the tensors, the config, or a default)."""
+    values = {"norm_before_fc": spec.norm_before_fc, "fc_norm": spec.fc_norm, "norm_output": spec.norm_output,
+              "norm_before_residual": spec.norm_before_residual, "use_aux_hidden_state": spec.use_aux_hidden_state,
+              "num_aux_states": spec.num_aux_states, "aux_layer_ids": list(spec.aux_layer_ids or ()),
+              "num_layers": spec.num_layers, "qk_norm": spec.qk_norm,
+              "lm_head": "target" if spec.lm_head_from_target else "draft"}
+    return {k: {"value": v, "source": spec.flag_sources.get(k, "")} for k, v in values.items()} if spec.is_eagle3 else {}
 
 
 def _ranked_report(path: str, ckpt: RankedCheckpoint, notes: list[str]) -> InspectReport:
@@ -122,8 +137,9 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
         out.append(Problem("No d2t: draft ids would be read as target ids.", "Use an export that includes d2t."))
     if spec.norm_before_residual:
         out.append(Problem("norm_before_residual: true (residual taken after hidden_norm): released EAGLE-3 heads take "
-                           "it before, and convert refuses it.", "Check where the head came from; `bench` runs it as "
-                           "vLLM would, so compare it with the released head (`bench --reference-draft`)."))
+                           "it before, and SGLang 0.5.23 cannot express it.", "--to vllm or --to speculators write it "
+                           "explicitly; `bench` runs it as vLLM would, so compare it with the released head "
+                           "(`bench --reference-draft`)."))
     if target:
         feature = spec.hidden_size if spec.kind == EAGLE1 else spec.target_hidden_size
         if feature != target.hidden_size:

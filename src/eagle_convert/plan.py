@@ -123,12 +123,10 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
     spec = head.spec
     canonical = frozenset(head.tensors)
     refusal = layout.refusal(spec, canonical)
-    if spec.norm_before_residual:  # bench runs it (as vLLM would); no output layout here states it yet
-        refusal = ("its config has norm_before_residual: true (the residual taken after hidden_norm), which "
-                   "SafeAILab / SpecForge heads do not use and eagle-convert does not write")
     if refusal:
-        raise UnsupportedConversionError(f"Cannot write this {spec.kind.upper()} head as --to {to}: {refusal}.",
-                                         "`eagle-convert layouts` lists which layouts hold which heads.")
+        raise UnsupportedConversionError(f"Cannot write this {spec.variant} head as --to {to}: {refusal}.",
+                                         "`eagle-convert layouts` lists which layouts hold which heads, and the "
+                                         "README's variant table which layout holds which EAGLE-3 variant.")
     check_pair(spec, target)
     dtype_name = resolve_dtype(dtype, target)
     out_dtype = DTYPE_NAMES[dtype_name]
@@ -138,7 +136,7 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
 
     roles = dict(layout.output_names(spec, canonical))  # output name -> canonical role (or a derived marker)
     fold = False
-    if spec.fc_bias and "fc.bias" not in roles.values():
+    if spec.kind == EAGLE1 and spec.fc_bias and "fc.bias" not in roles.values():
         if fc_bias == "error":
             raise UnsupportedConversionError(
                 f"This EAGLE-1 head has an fc bias, which the {to} layout cannot express (vLLM V1 drops it silently and "
@@ -194,8 +192,9 @@ def _planned(name: str, role: str, head: DraftHead, target: TargetInfo, out_dtyp
                  else Source("target", target.embedding()))
         sources = (embed, Source("draft", head.tensors["fc.weight"]), Source("draft", head.tensors["fc.bias"]))
         return PlannedTensor(name, "embed_tokens.weight", "derived", sources, out_dtype, embed.ref.shape, derive=FOLD)
-    if role == "lm_head.weight" and spec.kind == EAGLE1:
-        return _from_target(name, role, target.lm_head_weight(), out_dtype)  # EAGLE-1: always the target's
+    if role == "lm_head.weight" and (spec.kind == EAGLE1 or spec.lm_head_from_target):
+        # EAGLE-1: always the target's; EAGLE-3 with draft_vocab_size null: the target's, written into the head
+        return _from_target(name, role, target.lm_head_weight(), out_dtype)
     if role in head.tensors:
         return _copied(name, role, "draft", head.tensors[role], out_dtype)
     if role == "embed_tokens.weight":

@@ -43,7 +43,7 @@ class DraftSpec:
     vocab_size: int  # the target vocabulary
     max_position_embeddings: int
     rope_scaling: dict | None = None  # the draft's own (releases have none); never the target's
-    fc_bias: bool = False  # EAGLE-1 only
+    fc_bias: bool = False  # EAGLE-1 (SafeAILab releases); EAGLE-3 heads with one are refused by every layout
     qkv_bias: bool = False  # EAGLE-1 Qwen2 heads
     draft_vocab_size: int | None = None  # EAGLE-3 only
     target_hidden_size: int | None = None  # EAGLE-3: fc input is 3 * target_hidden_size
@@ -51,13 +51,43 @@ class DraftSpec:
     # EAGLE-3: the residual is taken after hidden_norm (vLLM's `norm_before_residual: true`); released heads take it
     # before. Read so that bench runs what an engine would run; convert still refuses it (plan.py).
     norm_before_residual: bool = False
+    # EAGLE-3 variants, detected from the tensors (variants.py) and reconciled with the config:
+    num_aux_states: int = 3  # fc input = num_aux_states x target_hidden_size; 0: use_aux_hidden_state false (fed the
+    # target's last hidden state, like EAGLE-1, with no fc)
+    norm_before_fc: bool = False  # one RMSNorm over the concatenated aux states (`input_norm.weight`)
+    fc_norm: bool = False  # "EAGLE 3.1": one RMSNorm per aux state (`fc_norm.{i}.weight`)
+    norm_output: bool = False  # "EAGLE 3.1": the fed-back hidden state is taken after the final norm
+    num_layers: int = 1  # decoder layers; layers after the first are plain pre-norm layers over the hidden state
+    qk_norm: bool = False  # Qwen3-architecture draft: per-head q_norm / k_norm before RoPE
+    lm_head_from_target: bool = False  # EAGLE-3 with draft_vocab_size null and no lm_head: the target's LM head
     base_model_type: str = "llama"  # "llama" or "qwen2": which HF family the inner config names
     hidden_act: str = "silu"
     extra: dict = field(default_factory=dict, compare=False)  # other source config keys, kept for output configs
+    flag_sources: dict = field(default_factory=dict, compare=False)  # EAGLE-3 flag -> where it was read from
 
     @property
     def is_eagle3(self) -> bool:
         return self.kind == EAGLE3
+
+    @property
+    def use_aux_hidden_state(self) -> bool:
+        return self.num_aux_states > 0
+
+    @property
+    def variant(self) -> str:
+        """A name for the head: EAGLE-1, EAGLE-3, or EAGLE-3 / EAGLE 3.1 with its non-default flags."""
+        if not self.is_eagle3:
+            return "EAGLE-1"
+        base = "EAGLE 3.1" if self.fc_norm or self.norm_output else "EAGLE-3"
+        flags = [name for name, on in (
+            ("norm_before_fc", self.norm_before_fc), ("fc_norm", self.fc_norm), ("norm_output", self.norm_output),
+            ("norm_before_residual", self.norm_before_residual), ("use_aux_hidden_state=false", not self.use_aux_hidden_state),
+            (f"{self.num_aux_states} aux states", self.use_aux_hidden_state and self.num_aux_states != 3),
+            (f"{self.num_layers} layers", self.num_layers > 1), ("Qwen3 attention (q_norm/k_norm)", self.qk_norm),
+            ("target's LM head", self.lm_head_from_target), ("fc bias", self.fc_bias),
+            (f"target hidden {self.target_hidden_size} != hidden {self.hidden_size}",
+             self.target_hidden_size is not None and self.target_hidden_size != self.hidden_size)) if on]
+        return base + (f" ({', '.join(flags)})" if flags else "")
 
 
 def default_aux_layer_ids(num_target_layers: int) -> tuple[int, int, int]:

@@ -10,11 +10,15 @@ from .spec import EAGLE1, DraftSpec
 from .target import TargetInfo
 
 
+COUNT_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
 def check_sizes(spec: DraftSpec, hidden_size: int, vocab_size: int, label: str) -> None:
     """The draft's input width and vocabulary against a target's (from its config, or a model already loaded)."""
     feature = spec.hidden_size if spec.kind == EAGLE1 else spec.target_hidden_size
     if feature != hidden_size:
-        what = "hidden size" if spec.kind == EAGLE1 else "fc input (3 x target hidden)"
+        what = ("hidden size" if spec.kind == EAGLE1 else f"fc input ({spec.num_aux_states} x target hidden)"
+                if spec.use_aux_hidden_state else "input (the target's last hidden state)")
         raise ShapeMismatchError(
             f"The draft's {what} expects target hidden size {feature}, but {label} has {hidden_size}.",
             "This head was trained for a different model: pass the target it was made for.")
@@ -36,14 +40,16 @@ def check_pair(spec: DraftSpec, target: TargetInfo) -> None:
     if spec.draft_vocab_size > spec.vocab_size:
         raise ShapeMismatchError(f"draft_vocab_size {spec.draft_vocab_size} exceeds the target vocabulary "
                                  f"{spec.vocab_size}.", "The head does not belong to this target.")
+    if not spec.use_aux_hidden_state:
+        return  # fed the target's last hidden state: no aux layers to check
     if spec.aux_layer_ids is None:
         raise LayoutError("The EAGLE-3 head does not say which target layers feed it.", "Pass the target config.")
     ids = list(spec.aux_layer_ids)
     bad = [i for i in ids if not 0 <= i < target.num_hidden_layers]
     # Engines collect the states in layer order and collapse duplicates: the ids must be strictly increasing.
-    if bad or len(ids) != 3 or ids != sorted(set(ids)):
+    if bad or len(ids) != spec.num_aux_states or ids != sorted(set(ids)):
         raise ShapeMismatchError(
-            f"Aux layer ids {ids} are not three distinct, increasing layers of the {target.num_hidden_layers}-layer "
+            f"Aux layer ids {ids} are not {COUNT_WORDS.get(spec.num_aux_states, spec.num_aux_states)} distinct, increasing layers of the {target.num_hidden_layers}-layer "
             f"target {label}.",
             "Set eagle_aux_hidden_state_layer_ids in the draft config to the layers the head was trained on "
             "(the EAGLE-3 default is 2, L//2, L-3).")

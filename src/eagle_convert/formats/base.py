@@ -6,6 +6,7 @@ Output side: `refusal` + `output_config` + `output_names` + `serve_command`. Eve
 from __future__ import annotations
 
 import fnmatch
+import re
 import json
 import shlex
 from dataclasses import dataclass
@@ -21,12 +22,29 @@ EAGLE1_NAMES = frozenset(
     + [f"{LAYER}self_attn.{p}_proj.bias" for p in "qkv"]
     + [f"{LAYER}mlp.{p}_proj.weight" for p in ("gate", "up", "down")]
 )
-EAGLE3_NAMES = frozenset(
+EAGLE3_BASE_NAMES = frozenset(
     ["fc.weight", "embed_tokens.weight", "lm_head.weight", "norm.weight", "d2t", "t2d"]
     + [f"{LAYER}{n}.weight" for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm")]
     + [f"{LAYER}self_attn.{p}_proj.weight" for p in "qkvo"]
     + [f"{LAYER}mlp.{p}_proj.weight" for p in ("gate", "up", "down")]
 )
+
+
+class _Eagle3Names:
+    """EAGLE-3 canonical names, variants included: `input_norm.weight` (norm_before_fc), `fc_norm.{i}.weight`
+    (EAGLE 3.1), `layers.{n}.*` (multi-layer; only layer 0 has hidden_norm, as in vLLM), q_norm/k_norm (Qwen3)."""
+
+    _LAYER = re.compile(r"layers\.(\d+)\.(self_attn\.[qkvo]_proj\.weight|self_attn\.[qk]_norm\.weight|"
+                        r"mlp\.(gate|up|down)_proj\.weight|(input_layernorm|post_attention_layernorm|hidden_norm)\.weight)")
+
+    def __contains__(self, name: str) -> bool:
+        if name in EAGLE3_BASE_NAMES or name in ("input_norm.weight", "fc.bias") or re.fullmatch(r"fc_norm\.\d+\.weight", name):
+            return True
+        m = self._LAYER.fullmatch(name)
+        return bool(m) and not (m.group(1) != "0" and m.group(4) == "hidden_norm")
+
+
+EAGLE3_NAMES = _Eagle3Names()
 CANONICAL_NAMES = {EAGLE1: EAGLE1_NAMES, EAGLE3: EAGLE3_NAMES}
 
 METHOD = {EAGLE1: "eagle", EAGLE3: "eagle3"}  # vLLM's --speculative-config method names
@@ -52,6 +70,9 @@ class Layout:
     writable: bool = True
     engine: str = ""  # which engine loads it (README table)
     detect_priority: int = 50  # lower is tried first: the most specific layouts go first
+    # Aux layer ids nested in eagle_config: 0 = vLLM's convention (ours: input of layer i), 1 = SGLang's (output of
+    # layer i; SGLang adds 1, models/llama.py set_eagle3_layers_to_capture), as SGLang-lineage exporters write them.
+    nested_aux_offset: int = 0
 
     # ---- input side ---------------------------------------------------------------------------------------------
     def detect(self, config: dict, names: frozenset[str]) -> str | None:
@@ -64,6 +85,10 @@ class Layout:
 
     def source_to_canonical(self, name: str) -> str:
         return name
+
+    def input_notes(self, config: dict) -> tuple[str, ...]:
+        """Quirks of this exporter's layout that reading it normalised, said to the user."""
+        return ()
 
     # ---- output side --------------------------------------------------------------------------------------------
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
@@ -111,7 +136,7 @@ def base_inner_config(spec: DraftSpec, ctx: OutputContext, *, architecture: str,
         num_attention_heads=spec.num_attention_heads,
         num_key_value_heads=spec.num_key_value_heads,
         head_dim=spec.head_dim,
-        num_hidden_layers=1,
+        num_hidden_layers=spec.num_layers if spec.kind == EAGLE3 else 1,
         rms_norm_eps=spec.rms_norm_eps,
         hidden_act=spec.hidden_act,
         rope_theta=spec.rope_theta,
@@ -122,23 +147,35 @@ def base_inner_config(spec: DraftSpec, ctx: OutputContext, *, architecture: str,
         tie_word_embeddings=False,
         torch_dtype=ctx.dtype_name,
     )
-    if model_type == "llama":
+    if model_type in ("llama", "qwen3"):
         cfg["attention_bias"] = False  # explicit: no o_proj bias, and no q/k/v bias unless qkv_bias says so
         if spec.qkv_bias:  # vLLM's Llama layer takes q/k/v bias from `qkv_bias`, o_proj bias from `attention_bias`
             cfg["qkv_bias"] = True
     if spec.kind == EAGLE3:
-        cfg.update(eagle3_fields(spec))
+        cfg.update(eagle3_fields(spec), eagle_config=eagle3_nested(spec))
     return cfg
 
 
 def eagle3_fields(spec: DraftSpec) -> dict:
-    """The EAGLE-3 keys engines read from a draft config, all written explicitly."""
+    """The EAGLE-3 keys engines read at the top level of a draft config, every one written explicitly (vLLM 0.32:
+    llama_eagle3.py / qwen3_eagle3.py getattr(config, ...); docs/engine-notes.md has the lines)."""
     return {
         "draft_vocab_size": spec.draft_vocab_size,
         "target_hidden_size": spec.target_hidden_size,
-        "eagle_aux_hidden_state_layer_ids": list(spec.aux_layer_ids),
-        "norm_before_residual": False,
+        "eagle_aux_hidden_state_layer_ids": list(spec.aux_layer_ids or ()),
+        "num_aux_hidden_states": spec.num_aux_states,  # vLLM's Llama draft counts aux states from this, not the ids
+        "norm_before_residual": spec.norm_before_residual,
+        "norm_before_fc": spec.norm_before_fc,
+        "fc_norm": spec.fc_norm,
+        "norm_output": spec.norm_output,
     }
+
+
+def eagle3_nested(spec: DraftSpec) -> dict:
+    """The nested `eagle_config` vLLM (use_aux_hidden_state, norm_before_fc, the aux ids) and ModelOpt-style readers
+    look in; the same values as the top level."""
+    return {"use_aux_hidden_state": spec.use_aux_hidden_state, "norm_before_fc": spec.norm_before_fc,
+            "eagle_aux_hidden_state_layer_ids": list(spec.aux_layer_ids or ())}
 
 
 # Keys never carried from a source config into an output: EAGLE envelope keys (re-derived), keys that mislead
@@ -148,7 +185,8 @@ DROPPED_SOURCE_KEYS = frozenset({
     "bias", "architectures", "model_type", "rope_parameters", "_name_or_path", "auto_map", "transformers_version",
     "speculators_model_type", "speculators_config", "speculators_version", "transformer_layer_config",
     "eagle_fc_bias", "model", "eagle_config", "draft_vocab_size", "target_hidden_size",
-    "eagle_aux_hidden_state_layer_ids", "norm_before_residual", "dtype", "torch_dtype",
+    "eagle_aux_hidden_state_layer_ids", "norm_before_residual", "dtype", "torch_dtype", "norm_before_fc", "fc_norm",
+    "norm_output", "num_aux_hidden_states", "use_aux_hidden_state", "num_aux_layers", "use_aux_norm",
 })
 
 

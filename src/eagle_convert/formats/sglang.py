@@ -4,13 +4,24 @@ target's embedding and LM head; its fc always has a bias, so a head without one 
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from ..spec import EAGLE1, EAGLE3, DraftSpec
 from .base import EAGLE1_NAMES, EAGLE3_NAMES, LAYER, Layout, OutputContext, base_inner_config, rename_prefix
 from .registry import register
+from .vllm import eagle3_output_roles
 
-ZERO_FC_BIAS = "zeros:fc.bias"  # a derived tensor: explicit zeros for SGLang's always-present fc bias
+ZERO_FC_BIAS = "zeros:fc.bias"
+
+
+def sglang_eagle3_name(canonical: str) -> str:
+    """Layer 0 as `midlayer.` (as released; SGLang maps it to layers.0); a later layer's input norm is SGLang's
+    `hidden_norm` (its layers after the first normalise with hidden_norm(h, residual): llama_eagle3.py:103-105)."""
+    m = re.fullmatch(r"layers\.([1-9]\d*)\.input_layernorm\.weight", canonical)
+    if m:
+        return f"layers.{m.group(1)}.hidden_norm.weight"
+    return rename_prefix(canonical, LAYER, "midlayer.")  # a derived tensor: explicit zeros for SGLang's always-present fc bias
 
 
 @register
@@ -28,6 +39,18 @@ class SGLang(Layout):
         return None
 
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
+        if spec.is_eagle3 and spec.norm_before_residual:
+            return ("SGLang 0.5.23's LlamaForCausalLMEagle3 always takes the residual before hidden_norm "
+                    "(llama_eagle3.py:97-101) and has no norm_before_residual flag, so it would run a different head; "
+                    "use --to vllm or --to speculators (vLLM 0.32 reads the flag)")
+        if spec.is_eagle3 and spec.fc_bias:
+            return ("SGLang 0.5.23 turns on the EAGLE-3 fc bias with the config key `bias`, which also gives every "
+                    "attention o_proj a bias (models/llama.py:339-340, llama_eagle3.py:166) that this head does not "
+                    "have; no layout eagle-convert writes can express this head")
+        if spec.is_eagle3 and spec.qk_norm:
+            return ("SGLang 0.5.23 has no Qwen3-layer EAGLE-3 draft: LlamaForCausalLMEagle3's attention has no "
+                    "q_norm/k_norm and its load_weights drops those tensors silently (llama_eagle3.py:325-378); "
+                    "use --to vllm or --to speculators (vLLM 0.32's Eagle3Qwen3ForCausalLM)")
         if spec.qkv_bias:
             return ("SGLang's LlamaForCausalLMEagle builds q/k/v projections without bias, so this Qwen2 head's "
                     "q/k/v biases would be dropped; use --to vllm or --to vllm-v0")
@@ -35,11 +58,17 @@ class SGLang(Layout):
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
         arch = "LlamaForCausalLMEagle3" if spec.kind == EAGLE3 else "LlamaForCausalLMEagle"
-        return base_inner_config(spec, ctx, architecture=arch, model_type="llama")
+        cfg = base_inner_config(spec, ctx, architecture=arch, model_type="llama")
+        if spec.kind == EAGLE3:
+            # SGLang reads the aux ids from eagle_config only and adds 1 (they count layer outputs; ours count layer
+            # inputs): spec_aux_hidden_state.py:186-193, models/llama.py:929-941. One convention per file: no top level.
+            del cfg["eagle_aux_hidden_state_layer_ids"]
+            cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in spec.aux_layer_ids or ()]
+        return cfg
 
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
         if spec.kind == EAGLE3:
-            return {rename_prefix(n, LAYER, "midlayer."): n for n in sorted(canonical) if n in EAGLE3_NAMES}
+            return {sglang_eagle3_name(n): n for n in sorted(eagle3_output_roles(spec, canonical)) if n in EAGLE3_NAMES}
         names = {n: n for n in sorted(canonical) if n in EAGLE1_NAMES and n != "lm_head.weight"}
         if "fc.bias" not in names:
             names["fc.bias"] = ZERO_FC_BIAS
@@ -55,3 +84,10 @@ class SGLang(Layout):
         return (f"python -m sglang.launch_server --model {shlex.quote(ctx.target_label)} --speculative-algorithm {algo} "
                 f"--speculative-draft-model-path {shlex.quote(ctx.out_label)} --speculative-num-steps {ctx.num_speculative_tokens} "
                 f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {ctx.num_speculative_tokens + 1}")
+
+
+def replaces_draft_embedding(layout: str, spec: DraftSpec, canonical: frozenset[str]) -> bool:
+    """SGLang's server overwrites an EAGLE-3 draft's embed_tokens with the target's (eagle_worker_v2.py:363 set_embed;
+    models/llama.py:910-918) unless target_hidden_size != hidden_size: a draft embedding that differs is lost."""
+    return (layout == "sglang" and spec.is_eagle3 and "embed_tokens.weight" in canonical
+            and spec.target_hidden_size == spec.hidden_size)

@@ -8,7 +8,7 @@ import shlex
 from ..spec import EAGLE3, DraftSpec
 from .base import Layout, OutputContext, base_inner_config, eagle3_fields
 from .registry import register
-from .vllm import EAGLE3_IDENTITY_D2T, eagle3_names
+from .vllm import EAGLE3_IDENTITY_D2T, eagle3_fc_bias_refusal, eagle3_names
 
 
 @register
@@ -27,7 +27,7 @@ class Speculators(Layout):
     def flat_config(self, config: dict) -> dict:
         flat = dict(config.get("transformer_layer_config") or {})
         for key in ("draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids",
-                    "norm_before_residual"):
+                    "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
             if key in config:
                 flat[key] = config[key]
         # vLLM reads a speculators config without the flag as true (update_eagle3: .get("norm_before_residual",
@@ -39,11 +39,15 @@ class Speculators(Layout):
         if spec.kind != EAGLE3:
             return ("the speculators format describes EAGLE-3 heads only (vLLM reads no EAGLE-1 speculators "
                     "config); use --to vllm for vLLM V1 `method: eagle`")
-        return None
+        return eagle3_fc_bias_refusal(spec)
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
-        top_level = eagle3_fields(spec)  # vLLM reads these at the top level only
-        layer = {k: v for k, v in base_inner_config(spec, ctx, architecture="LlamaForCausalLM", model_type="llama").items()
+        # vLLM's update_eagle3 (speculators/algos.py) copies these from the top level into the draft config; the
+        # transformer_layer_config becomes that config as it is, so the aux-state count and the nested eagle_config
+        # (use_aux_hidden_state) go there, and its model_type picks Eagle3LlamaForCausalLM or Eagle3Qwen3ForCausalLM.
+        top_level = {k: v for k, v in eagle3_fields(spec).items() if k != "num_aux_hidden_states"}
+        arch, model_type = ("Qwen3ForCausalLM", "qwen3") if spec.qk_norm else ("LlamaForCausalLM", "llama")
+        layer = {k: v for k, v in base_inner_config(spec, ctx, architecture=arch, model_type=model_type).items()
                  if k not in top_level}
         verifier_arch = ctx.target_config.get("architectures") or ["LlamaForCausalLM"]
         return {

@@ -23,13 +23,19 @@ class VllmV1(Layout):
     kinds = (EAGLE1, EAGLE3)
 
     def detect(self, config: dict, names: frozenset[str]) -> str | None:
-        if "fc.weight" in names and has_layer_prefix(names, "layers.0."):
+        # fc.weight, or (an EAGLE-3 head fed the last hidden state, which has no fc) layer 0's hidden_norm
+        if ("fc.weight" in names or "layers.0.hidden_norm.weight" in names) and has_layer_prefix(names, "layers.0."):
             kind = "eagle3" if ("d2t" in names or "layers.0.hidden_norm.weight" in names) else "eagle"
             return f"raw config with fc.weight and layers.0.* (vLLM V1 / SpecForge `method: {kind}` layout)"
         return None
 
+    def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
+        return eagle3_fc_bias_refusal(spec) or super().refusal(spec, canonical)
+
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
-        return base_inner_config(spec, ctx, architecture="LlamaForCausalLM", model_type="llama")
+        # vLLM's EAGLEConfig prefixes the architecture: Qwen3ForCausalLM -> Eagle3Qwen3ForCausalLM (qwen3_eagle3.py).
+        arch, model_type = ("Qwen3ForCausalLM", "qwen3") if spec.qk_norm else ("LlamaForCausalLM", "llama")
+        return base_inner_config(spec, ctx, architecture=arch, model_type=model_type)
 
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
         if spec.kind == EAGLE1:
@@ -49,4 +55,17 @@ EAGLE3_IDENTITY_D2T = {"d2t": "the draft vocabulary is the target's, so d2t is t
 def eagle3_names(spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
     """EAGLE-3 tensors as vLLM loads them (`layers.0.*`), without an identity d2t."""
     full_vocab = spec.draft_vocab_size == spec.vocab_size
-    return {n: n for n in sorted(canonical) if n in EAGLE3_NAMES and not (full_vocab and n == "d2t")}
+    return {n: n for n in sorted(eagle3_output_roles(spec, canonical)) if n in EAGLE3_NAMES and not (full_vocab and n == "d2t")}
+
+
+def eagle3_output_roles(spec: DraftSpec, canonical: frozenset[str]) -> frozenset[str]:
+    """The head's tensors, plus the target's LM head for a head that has none (draft_vocab_size null): written into
+    the output so that no engine has to guess where it comes from."""
+    return canonical | {"lm_head.weight"} if spec.lm_head_from_target else canonical
+
+
+def eagle3_fc_bias_refusal(spec: DraftSpec) -> str | None:
+    if spec.is_eagle3 and spec.fc_bias:
+        return ("vLLM 0.32 builds the EAGLE-3 fc without a bias (llama_eagle3.py:245, bias=False) and has no flag "
+                "for one, so fc.bias cannot be loaded")
+    return None

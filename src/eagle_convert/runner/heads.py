@@ -66,7 +66,8 @@ class DraftHead:
         self.rope = RotaryTable(rope_inv_freq(spec.head_dim, *head_rope(spec)), dtype, self.device)
         self.attention = load_attention(
             get, "layers.0.", num_heads=spec.num_attention_heads, num_kv_heads=spec.num_key_value_heads,
-            head_dim=spec.head_dim, dtype=dtype, device=self.device, qkv_bias=spec.qkv_bias, eps=spec.rms_norm_eps)
+            head_dim=spec.head_dim, dtype=dtype, device=self.device, qkv_bias=spec.qkv_bias, qk_norm=spec.qk_norm,
+            eps=spec.rms_norm_eps)
         self.post_norm = get("layers.0.post_attention_layernorm.weight")
         self.mlp = load_mlp(get, "layers.0.")
 
@@ -113,20 +114,43 @@ class Eagle1Head(DraftHead):
         return DraftOutput(logits=logits, hidden=predicted, fc_out=x)
 
 
+@dataclass
+class PlainLayer:
+    """A decoder layer after the first (multi-layer EAGLE-3 heads): pre-norm over the hidden state alone, its residual
+    the running sum, as vLLM's llama_eagle3 chains them (input_layernorm(h, residual) adds, then normalises)."""
+
+    input_norm: torch.Tensor
+    attention: object
+    post_norm: torch.Tensor
+    mlp: object
+
+
 class Eagle3Head(DraftHead):
-    """g = fc([h_low ; h_mid ; h_high]) (skipped for fed-back rows); u = g + Attn([RMS_in(E(t)) ; RMS_hidden(g)])
-    (RMS_hidden(g) + Attn(...) with norm_before_residual, as vLLM's llama_eagle3 does);
-    o = u + MLP(RMS_post(u)); logits = lm_head(RMS_norm(o)) over the draft vocab; token = argmax + d2t[argmax]."""
+    """g = fc(C(f)) for target features f of n aux states (skipped for fed-back rows, and for use_aux_hidden_state
+    false, where f is the target's last hidden state), C = RMS_input_norm over the concatenation (norm_before_fc) and/or
+    one RMS per aux state (fc_norm); u = g + Attn([RMS_in(E(t)) ; RMS_hidden(g)]) (RMS_hidden(g) + Attn(...) with
+    norm_before_residual, as vLLM's llama_eagle3 does); h = MLP(RMS_post(u)), residual r = u; each further layer:
+    r = h + r, r = r + Attn(RMS_in(r)), h = MLP(RMS_post(r)); o = h + r; logits = lm_head(RMS_norm(o)) over the draft
+    vocab; fed back: o, or RMS_norm(o) with norm_output; token = argmax + d2t[argmax]. Qwen3 drafts normalise q and k
+    per head before RoPE (q_norm / k_norm)."""
 
     def __init__(self, spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
                  target_lm_head: torch.Tensor | None = None, dtype=torch.float32, device="cpu"):
         super().__init__(spec, get_tensor, target_embedding, dtype, device)
         get = self._get
-        self.fc = get("fc.weight")
+        self.fc = get("fc.weight") if spec.use_aux_hidden_state else None
+        self.fc_bias = get("fc.bias") if spec.fc_bias else None
+        self.fc_input_norm = get("input_norm.weight") if spec.norm_before_fc else None
+        self.fc_norms = [get(f"fc_norm.{i}.weight") for i in range(spec.num_aux_states)] if spec.fc_norm else []
         self.input_norm = get("layers.0.input_layernorm.weight")
         self.hidden_norm = get("layers.0.hidden_norm.weight")
+        self.extra_layers = [self._plain_layer(get, i) for i in range(1, spec.num_layers)]
         self.norm = get("norm.weight")
-        self.lm_head = get("lm_head.weight")  # the draft's own, over the draft vocab
+        own = _optional(get, "lm_head.weight")  # the draft's own, over the draft vocab
+        if own is None and target_lm_head is None:
+            raise MissingTensorError("EAGLE-3 head without lm_head.weight and no target LM head given.",
+                                     "Pass the target's LM head (draft_vocab_size null heads use it).")
+        self.lm_head = own if own is not None else target_lm_head.to(device=self.device, dtype=dtype)
         draft_vocab = self.lm_head.shape[0]
         d2t = _optional(get_tensor, "d2t")
         if d2t is None and draft_vocab != spec.vocab_size:
@@ -139,25 +163,56 @@ class Eagle3Head(DraftHead):
             raise ShapeMismatchError(f"d2t maps draft ids outside the target vocab [0, {spec.vocab_size}).",
                                      "The d2t tensor does not belong to this target's vocabulary.")
 
+    def _plain_layer(self, get: GetTensor, index: int) -> PlainLayer:
+        spec, p = self.spec, f"layers.{index}."
+        attention = load_attention(get, p, num_heads=spec.num_attention_heads, num_kv_heads=spec.num_key_value_heads,
+                                   head_dim=spec.head_dim, dtype=self.dtype, device=self.device, qk_norm=spec.qk_norm,
+                                   eps=spec.rms_norm_eps)
+        return PlainLayer(get(p + "input_layernorm.weight"), attention, get(p + "post_attention_layernorm.weight"),
+                          load_mlp(get, p))
+
     def target_feature(self, out: TargetOutput) -> torch.Tensor:
+        if not self.spec.use_aux_hidden_state:
+            return out.hidden  # use_aux_hidden_state false: the target's last hidden state, as for EAGLE-1
         if out.aux is None:
             raise ValueError("EAGLE-3 needs the target's aux hidden states: build TargetModel with aux_layer_ids")
         return out.aux
+
+    def combine(self, features: torch.Tensor) -> torch.Tensor:
+        """The aux states through the variant's norms and fc (vLLM's combine_hidden_states)."""
+        eps = self.spec.rms_norm_eps
+        if self.fc_input_norm is not None:
+            features = rms_norm(features, self.fc_input_norm, eps)
+        if self.fc_norms:
+            chunks = features.chunk(len(self.fc_norms), dim=-1)
+            features = torch.cat([rms_norm(c, w, eps) for c, w in zip(chunks, self.fc_norms)], dim=-1)
+        return F.linear(features, self.fc, self.fc_bias)
 
     @torch.inference_mode()
     def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False) -> DraftOutput:
         positions, end = as_positions(positions, self.device)
         eps = self.spec.rms_norm_eps
         features = features.to(self.dtype)
-        g = F.linear(features, self.fc) if from_target else features
+        fc_applied = from_target and self.fc is not None
+        g = self.combine(features) if fc_applied else features
         embedded = F.embedding(token_ids.to(self.device), self.embed_weight)
         g_normed = rms_norm(g, self.hidden_norm, eps)
         residual = g_normed if self.spec.norm_before_residual else g
         attn_in = torch.cat([rms_norm(embedded, self.input_norm, eps), g_normed], dim=-1)
-        u = residual + self.attention(attn_in, positions, end, self.rope)
-        o = u + self.mlp(rms_norm(u, self.post_norm, eps))
-        logits = F.linear(rms_norm(o[:, -1:] if last_logits_only else o, self.norm, eps), self.lm_head)
-        return DraftOutput(logits=logits, hidden=o, fc_out=g if from_target else None)
+        residual = residual + self.attention(attn_in, positions, end, self.rope)
+        h = self.mlp(rms_norm(residual, self.post_norm, eps))
+        for layer in self.extra_layers:
+            residual = h + residual
+            residual = residual + layer.attention(rms_norm(residual, layer.input_norm, eps), positions, end, self.rope)
+            h = layer.mlp(rms_norm(residual, layer.post_norm, eps))
+        o = h + residual
+        if self.spec.norm_output:
+            normed = rms_norm(o, self.norm, eps)
+            fed_back, to_logits = normed, (normed[:, -1:] if last_logits_only else normed)
+        else:
+            fed_back, to_logits = o, rms_norm(o[:, -1:] if last_logits_only else o, self.norm, eps)
+        logits = F.linear(to_logits, self.lm_head)
+        return DraftOutput(logits=logits, hidden=fed_back, fc_out=g if fc_applied else None)
 
 
 def build_draft_head(spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
@@ -170,6 +225,6 @@ def build_draft_head(spec: DraftSpec, get_tensor: GetTensor, *, target_embedding
 
 def aux_layer_ids_for(spec: DraftSpec, num_target_layers: int) -> tuple[int, ...]:
     """The target layers whose inputs the head reads: none for EAGLE-1; the spec's ids or (2, L//2, L-3) for EAGLE-3."""
-    if not spec.is_eagle3:
+    if not spec.is_eagle3 or not spec.use_aux_hidden_state:
         return ()
     return tuple(spec.aux_layer_ids) if spec.aux_layer_ids else default_aux_layer_ids(num_target_layers)

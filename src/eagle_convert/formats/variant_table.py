@@ -1,0 +1,56 @@
+"""The README's EAGLE-3 variant table: each variant against each EAGLE-3 output layout, written or refused (asked of
+the layouts themselves, so the table cannot drift from what convert does), and how that cell was checked."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..spec import EAGLE3, DraftSpec
+from .base import EAGLE3_BASE_NAMES
+from .registry import LAYOUTS
+
+_BASE = DraftSpec(kind=EAGLE3, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                  intermediate_size=14336, rms_norm_eps=1e-5, rope_theta=500000.0, vocab_size=128256,
+                  max_position_embeddings=131072, draft_vocab_size=32000, target_hidden_size=4096,
+                  aux_layer_ids=(2, 16, 29))
+
+# (variant, spec changes, {layout: how the cell is checked}); R = tests/test_variants.py (runner against a plain-torch
+# implementation of the variant, round trip with identical draft outputs, every flag in the written config);
+# V = tests/test_vllm_variants.py / test_vllm.py (real vLLM 0.32: counters and tokens equal bench's);
+# S = tests/test_sglang.py (real SGLang 0.5.23 loader: every parameter equals its tensor, SGLang's view of the
+# variant equals the head's); refusals: test_variants.py (one paragraph, exit 1, nothing written). V*: vLLM loads and
+# runs it with bench's counters, but that pair's counters do not change when the flag is dropped (bench shows the same
+# numbers without it), so only R shows the flag is honoured.
+VARIANTS = [
+    ("EAGLE-3 (SafeAILab / SpecForge)", {}, {"vllm": "R V", "speculators": "R V", "sglang": "R S"}),
+    ("norm_before_fc (`input_norm.weight`)", {"norm_before_fc": True}, {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
+    ("EAGLE 3.1: `fc_norm.{i}` + norm_output", {"fc_norm": True, "norm_output": True},
+     {"vllm": "R V, norm_output V*", "speculators": "R", "sglang": "R S"}),
+    ("4 aux states (gpt-oss heads)", {"num_aux_states": 4, "aux_layer_ids": (2, 10, 18, 29)},
+     {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
+    ("use_aux_hidden_state: false (no fc)", {"num_aux_states": 0, "aux_layer_ids": ()},
+     {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
+    ("norm_before_residual: true", {"norm_before_residual": True}, {"vllm": "R V*", "speculators": "R", "sglang": "R"}),
+    ("target_hidden_size != hidden_size", {"target_hidden_size": 5120}, {"vllm": "R", "speculators": "R", "sglang": "R S"}),
+    ("2 decoder layers", {"num_layers": 2}, {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
+    ("Qwen3 draft (q_norm / k_norm)", {"qk_norm": True, "base_model_type": "qwen3"},
+     {"vllm": "R V", "speculators": "R", "sglang": "R"}),
+    ("draft_vocab_size: null, no lm_head", {"lm_head_from_target": True, "draft_vocab_size": 128256},
+     {"vllm": "R", "speculators": "R", "sglang": "R S"}),
+    ("fc bias (`fc.bias`, config `bias`)", {"fc_bias": True}, {"vllm": "R", "speculators": "R", "sglang": "R"}),
+]
+OUTPUTS = ("vllm", "speculators", "sglang")
+
+
+def variant_markdown_table() -> str:
+    rows = ["| variant | " + " | ".join(f"`--to {o}`" for o in OUTPUTS) + " |",
+            "|---|" + "---|" * len(OUTPUTS)]
+    for name, changes, checks in VARIANTS:
+        spec = dataclasses.replace(_BASE, **changes)
+        cells = []
+        for out in OUTPUTS:
+            refusal = LAYOUTS[out].refusal(spec, EAGLE3_BASE_NAMES)
+            cells.append(f"refused: {refusal.split(';')[0]} ({checks[out]})" if refusal
+                         else f"written ({checks[out]})")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
