@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError
+from eagle_convert.runner.layers import TreeAttention
 from eagle_convert.runner.layers import (
     GetTensor, RotaryTable, as_positions, cast_reader, load_attention, load_mlp, rms_norm, rope_inv_freq,
 )
@@ -74,9 +75,11 @@ class DraftHead:
         raise NotImplementedError
 
     def forward(self, token_ids: torch.Tensor, features: torch.Tensor, positions: torch.Tensor | Sequence[int], *,
-                from_target: bool, last_logits_only: bool = False) -> DraftOutput:
+                from_target: bool, last_logits_only: bool = False,
+                tree_attention: TreeAttention | None = None) -> DraftOutput:
         """token_ids [1, T] (target ids), features [1, T, F] at ascending contiguous positions. Drafting needs only
-        the last row's logits: `last_logits_only` skips the LM head on the others (a V x H product per row)."""
+        the last row's logits: `last_logits_only` skips the LM head on the others (a V x H product per row).
+        `tree_attention`: tree rows instead (repeated positions, own slots and mask; see runner/tree_draft.py)."""
         raise NotImplementedError
 
     def __call__(self, *args, **kwargs) -> DraftOutput:
@@ -103,11 +106,12 @@ class Eagle1Head(DraftHead):
         return out.hidden
 
     @torch.inference_mode()
-    def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False) -> DraftOutput:
+    def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False,
+                tree_attention=None) -> DraftOutput:
         positions, end = as_positions(positions, self.device)
         embedded = F.embedding(token_ids.to(self.device), self.embed_weight)
         x = F.linear(torch.cat([embedded, features.to(self.dtype)], dim=-1), self.fc, self.fc_bias)
-        y = x + self.attention(x, positions, end, self.rope)
+        y = x + self.attention(x, positions, end, self.rope, tree_attention)
         predicted = y + self.mlp(rms_norm(y, self.post_norm, self.spec.rms_norm_eps))
         logits = F.linear(predicted[:, -1:] if last_logits_only else predicted, self.lm_head)
         return DraftOutput(logits=logits, hidden=predicted, fc_out=x)
@@ -145,7 +149,8 @@ class Eagle3Head(DraftHead):
         return out.aux
 
     @torch.inference_mode()
-    def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False) -> DraftOutput:
+    def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False,
+                tree_attention=None) -> DraftOutput:
         positions, end = as_positions(positions, self.device)
         eps = self.spec.rms_norm_eps
         features = features.to(self.dtype)
@@ -154,7 +159,7 @@ class Eagle3Head(DraftHead):
         g_normed = rms_norm(g, self.hidden_norm, eps)
         residual = g_normed if self.spec.norm_before_residual else g
         attn_in = torch.cat([rms_norm(embedded, self.input_norm, eps), g_normed], dim=-1)
-        u = residual + self.attention(attn_in, positions, end, self.rope)
+        u = residual + self.attention(attn_in, positions, end, self.rope, tree_attention)
         o = u + self.mlp(rms_norm(u, self.post_norm, eps))
         logits = F.linear(rms_norm(o[:, -1:] if last_logits_only else o, self.norm, eps), self.lm_head)
         return DraftOutput(logits=logits, hidden=o, fc_out=g if from_target else None)
