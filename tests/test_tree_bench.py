@@ -113,3 +113,32 @@ def test_cli_json_file_tree_and_refusal(agree, tmp_path):
     assert bad.returncode == 1 and bad.stdout == ""
     assert bad.stderr.startswith("error: A dynamic tree of depth 1 and top-k 2 holds at most 6 drafted nodes")
     assert "Lower --tree-tokens to at most 7" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_uniform_trees_and_the_sweep_grid():
+    from eagle_convert.runner.tree_sweep import sweep_shapes, uniform_tree
+
+    tree = uniform_tree((2, 4))
+    assert tree.choices == ((0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1))
+    assert tree.serve_flags()["vllm"] == ('"num_speculative_tokens": 6, "speculative_token_tree": '
+                                          '"[(0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1)]"')
+    with pytest.raises(ValueError, match="multiple"):
+        uniform_tree((2, 3))
+    shapes = sweep_shapes()
+    dynamic = [(s.tokens, s.depth, s.top_k) for s in shapes if s.mode == "dynamic"]
+    assert (64, 3, 4) not in dynamic and (64, 3, 8) in dynamic  # 63 nodes do not fit 4 + 3 * 16
+    assert all(s.tokens - 1 <= s.top_k + s.depth * s.top_k ** 2 for s in shapes if s.mode == "dynamic")
+
+
+def test_sweep_ranks_shapes_and_names_serve_flags(agree):
+    from eagle_convert.runner.tree_shapes import dynamic_tree
+    from eagle_convert.runner.tree_sweep import run_sweep, sweep_table, uniform_tree
+
+    result = run_sweep(str(agree / "target"), str(agree / "head"), k=2, prompts=PROMPTS, num_prompts=1,
+                       max_new_tokens=12, shapes=[dynamic_tree(3, 2, 5), uniform_tree((1, 1, 1, 1))])
+    assert [r["tau"] for r in result["rows"]] == [3.0, 5.0, 5.0]  # the agreeing head fills every level
+    assert result["best"]["shape"] in {r["shape"] for r in result["rows"]}
+    assert result["rows"][1]["tree"]["depth"] == 3
+    assert result["best_for_vllm"]["shape"] in ("chain k=2", "static uniform 1-1-1-1 (4 nodes)")
+    assert result["best_for_vllm"]["serve_flags"]["vllm"].startswith('"num_speculative_tokens": ')
+    assert "vLLM speculative_config" in sweep_table(result)

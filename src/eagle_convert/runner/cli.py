@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..cli_errors import EXIT_GATE, handle_errors, paragraph
-from .tree_cli import tree_options, tree_options_from, tree_report_lines
+from .tree_cli import sweep_command, tree_options, tree_options_from, tree_report_lines
 
 def _fmt(value, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
@@ -56,6 +56,11 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
         import torch
 
         torch.set_num_threads(threads)
+
+    if tree_flags["tree_sweep"]:
+        return sweep_command(target, draft, k=k, prompts=prompts, num_prompts=tree_flags["sweep_prompts"],
+                             as_json=as_json, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                             device=device, dtype=dtype, chat_template=chat_template, drop=drop, ignore_eos=ignore_eos)
 
     @handle_errors
     def go(as_json=as_json):

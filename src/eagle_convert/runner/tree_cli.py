@@ -3,8 +3,11 @@ bench command gains them with one decorator."""
 
 from __future__ import annotations
 
+import json
+
 import click
 
+from ..cli_errors import handle_errors
 from .tree_shapes import TreeOptions
 
 _OPTIONS = [
@@ -19,6 +22,11 @@ _OPTIONS = [
     click.option("--num-steps", type=click.IntRange(1), help="SGLang --speculative-num-steps (= depth + 1)."),
     click.option("--eagle-topk", type=click.IntRange(1), help="SGLang --speculative-eagle-topk."),
     click.option("--num-draft-tokens", type=click.IntRange(2), help="SGLang --speculative-num-draft-tokens."),
+    click.option("--tree-sweep", is_flag=True,
+                 help="Bench the chain (-k) and a grid of tree shapes on the first --sweep-prompts prompts; print "
+                      "τ, tok/s and speedup per shape, the best one and the SGLang / vLLM flags that serve it."),
+    click.option("--sweep-prompts", default=4, show_default=True, type=click.IntRange(1),
+                 help="With --tree-sweep: how many prompts each shape runs on."),
 ]
 
 
@@ -53,3 +61,12 @@ def tree_report_lines(data: dict) -> list[str]:
             "accepted-length histogram (a = 0..): " + " ".join(map(str, acceptance["histogram"])),
             "(per-position acceptance above = fraction of rounds whose accepted path reached depth 1, 2, ...; "
             "rate = accepted / nodes verified)"]
+
+
+@handle_errors
+def sweep_command(target: str, draft: str, *, k: int, prompts, num_prompts: int, as_json: bool, **bench_kwargs):
+    """--tree-sweep: the grid, as a table (or --json)."""
+    from .tree_sweep import run_sweep, sweep_table
+
+    result = run_sweep(target, draft, k=k, prompts=prompts, num_prompts=num_prompts, **bench_kwargs)
+    click.echo(json.dumps(result, indent=2) if as_json else sweep_table(result))

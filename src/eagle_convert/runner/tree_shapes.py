@@ -92,7 +92,7 @@ class TreeShape:
             return {"sglang": f"--speculative-num-steps {self.depth + 1} --speculative-eagle-topk {self.top_k} "
                               f"--speculative-num-draft-tokens {self.tokens}",
                     "vllm": None}  # vLLM drafts static trees only
-        literal = "[" + ", ".join("(" + ", ".join(map(str, c)) + ",)" for c in self.choices) + "]"
+        literal = "[" + ", ".join(repr(tuple(c)) for c in self.choices) + "]"
         return {"sglang": None, "vllm": f'"num_speculative_tokens": {len(self.choices)}, '
                                         f'"speculative_token_tree": "{literal}"'}
 
