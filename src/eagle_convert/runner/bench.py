@@ -12,9 +12,9 @@ over k+1 tokens and a one-token decode step round differently, so near-ties may 
 At temperature > 0 the two runs draw different random numbers, so only the distribution is lossless (see
 speculate.py); no token comparison is made.
 
-`BenchReport.to_dict()` schema (version 2), all times in seconds:
-  schema_version: 2
-  settings: {target, draft_kind, k, max_new_tokens, temperature, seed, device, dtype, chat_template (bool: used),
+`BenchReport.to_dict()` schema (version 3), all times in seconds:
+  schema_version: 3
+  settings: {target, draft_kind, k (a tree: its levels), tree, max_new_tokens, temperature, seed, device, dtype, chat_template (bool: used),
              aux_layer_ids, baseline, ignore_eos, num_prompts}
   overall:  acceptance (see below), generated_tokens, wall_time_s, tokens_per_s,
             baseline_generated_tokens, baseline_wall_time_s, baseline_tokens_per_s, speedup  (baseline_* and speedup
@@ -31,6 +31,9 @@ speculate.py); no token comparison is made.
              accepted_per_round}]}
   acceptance = {k, histogram, drafts, drafted, accepted, mean_acceptance_length (tau), acceptance_rate,
                 per_position_rates}  (metrics.py; ratios are null when no verify round ran)
+  tree = {mode: "chain" | "dynamic" | "static", source, levels, nodes, + depth, top_k, tokens (dynamic) or choices
+          (static)}  (tree_shapes.py); for trees acceptance.drafted counts nodes verified and acceptance gains
+          tree: {nodes_per_round, predicted_mean_acceptance_length}  (tree_metrics.py)
 """
 
 from __future__ import annotations
