@@ -96,8 +96,10 @@ def draft_static(head: DraftHead, first: DraftOutput, root: torch.Tensor, positi
     index = {c: i + 1 for i, c in enumerate(choices)}  # node index (root = 0)
     parents = [-1] + [index.get(c[:-1], 0) for c in choices]
     widths = [0] * (len(choices) + 1)  # per node: 1 + the largest rank among its children
+    children: list[list[int]] = [[] for _ in range(len(choices) + 1)]
     for node, c in enumerate(choices, start=1):
         widths[parents[node]] = max(widths[parents[node]], c[-1] + 1)
+        children[parents[node]].append(node)
     tokens = [int(root)] + [0] * len(choices)
     scores = [0.0] * (len(choices) + 1)
     expansion = TreeExpansion(head, position)
@@ -110,7 +112,7 @@ def draft_static(head: DraftHead, first: DraftOutput, root: torch.Tensor, positi
         for node, row in zip(frontier, frontier_rows):
             logp, ids = _top(outputs.logits[0, row], widths[node])
             target_ids = head.to_target_ids(ids).tolist()
-            for child in (i for i in range(1, len(choices) + 1) if parents[i] == node):
+            for child in children[node]:
                 rank = choices[child - 1][-1]
                 tokens[child], scores[child] = target_ids[rank], scores[node] + float(logp[rank])
                 if widths[child]:
