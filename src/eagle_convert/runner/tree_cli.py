@@ -15,7 +15,8 @@ _OPTIONS = [
                  help="chain (k drafts, -k), dynamic (EAGLE-2/3: --tree-depth/--tree-top-k/--tree-tokens), sglang "
                       "(SGLang's default shape for this target), mc_sim_7b_63 (EAGLE-1's static tree), a JSON file "
                       "of rank paths, or vLLM's speculative_token_tree string, e.g. \"[(0,), (1,), (0, 0)]\"."),
-    click.option("--tree-depth", type=click.IntRange(0), help="Dynamic: expansion steps (EAGLE's depth; levels = D+1)."),
+    click.option("--tree-depth", type=click.IntRange(0),
+                 help="Dynamic: expansion steps (EAGLE's depth; levels = D+1)."),
     click.option("--tree-top-k", type=click.IntRange(1), help="Dynamic: children per expanded node (EAGLE's top_k)."),
     click.option("--tree-tokens", type=click.IntRange(2),
                  help="Dynamic: tokens verified per round, root included (EAGLE's total_token)."),

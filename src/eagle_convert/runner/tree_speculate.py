@@ -29,7 +29,8 @@ class TreeResult:
     k: int  # the tree's levels: the most drafts one round can accept
     accepted_per_round: list[int] = field(default_factory=list)
     nodes_per_round: list[int] = field(default_factory=list)  # drafted nodes verified (root excluded)
-    predicted_per_round: list[float] = field(default_factory=list)  # sum of exp(score) over the nodes: E[a] if calibrated
+    # per round, sum of exp(score) over the nodes: the expected accepted length if the head were calibrated
+    predicted_per_round: list[float] = field(default_factory=list)
     # Greedy only: per round the accepted path's drafted ids (what --reference-draft compares), no margins for trees.
     drafted_per_round: list[list[int]] = field(default_factory=list)
     margins_per_round: list[list[float]] = field(default_factory=list)

@@ -83,8 +83,8 @@ def sweep_table(result: dict) -> str:
     def fmt(x, spec=".2f"):
         return "-" if x is None else format(x, spec)
 
-    lines = [f"tree sweep on {result['num_prompts']} prompts (plain decoding {fmt(result['baseline_tokens_per_s'], '.1f')}"
-             " tok/s)", f"{'shape':<40} {'tau':>6} {'tok/s':>8} {'speedup':>7}"]
+    base = fmt(result["baseline_tokens_per_s"], ".1f")
+    lines = [f"tree sweep on {result['num_prompts']} prompts (plain decoding {base} tok/s)", f"{'shape':<40} {'tau':>6} {'tok/s':>8} {'speedup':>7}"]
     lines += [f"{r['shape']:<40} {fmt(r['tau'], '.3f'):>6} {fmt(r['tokens_per_s'], '.1f'):>8} {fmt(r['speedup']):>7}"
               for r in result["rows"]]
     best, static = result["best"], result["best_for_vllm"]
