@@ -84,7 +84,8 @@ def sweep_table(result: dict) -> str:
         return "-" if x is None else format(x, spec)
 
     base = fmt(result["baseline_tokens_per_s"], ".1f")
-    lines = [f"tree sweep on {result['num_prompts']} prompts (plain decoding {base} tok/s)", f"{'shape':<40} {'tau':>6} {'tok/s':>8} {'speedup':>7}"]
+    lines = [f"tree sweep on {result['num_prompts']} prompts (plain decoding {base} tok/s)",
+             f"{'shape':<40} {'tau':>6} {'tok/s':>8} {'speedup':>7}"]
     lines += [f"{r['shape']:<40} {fmt(r['tau'], '.3f'):>6} {fmt(r['tokens_per_s'], '.1f'):>8} {fmt(r['speedup']):>7}"
               for r in result["rows"]]
     best, static = result["best"], result["best_for_vllm"]
