@@ -60,3 +60,7 @@ class HubError(EagleConvertError, OSError):
 
 class IncomparableReportError(EagleConvertError, ValueError):
     """A stored bench report that was made with other settings or prompts than the run it is compared with."""
+
+
+class TreeShapeError(EagleConvertError, ValueError):
+    """A `bench --tree` shape that cannot be drafted: contradictory options, too many tokens, a broken static tree."""

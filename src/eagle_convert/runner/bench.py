@@ -12,9 +12,9 @@ over k+1 tokens and a one-token decode step round differently, so near-ties may 
 At temperature > 0 the two runs draw different random numbers, so only the distribution is lossless (see
 speculate.py); no token comparison is made.
 
-`BenchReport.to_dict()` schema (version 2), all times in seconds:
-  schema_version: 2
-  settings: {target, draft_kind, k, max_new_tokens, temperature, seed, device, dtype, chat_template (bool: used),
+`BenchReport.to_dict()` schema (version 3), all times in seconds:
+  schema_version: 3
+  settings: {target, draft_kind, k (a tree: its levels), tree, max_new_tokens, temperature, seed, device, dtype, chat_template (bool: used),
              aux_layer_ids, baseline, ignore_eos, num_prompts}
   overall:  acceptance (see below), generated_tokens, wall_time_s, tokens_per_s,
             baseline_generated_tokens, baseline_wall_time_s, baseline_tokens_per_s, speedup  (baseline_* and speedup
@@ -31,6 +31,9 @@ speculate.py); no token comparison is made.
              accepted_per_round}]}
   acceptance = {k, histogram, drafts, drafted, accepted, mean_acceptance_length (tau), acceptance_rate,
                 per_position_rates}  (metrics.py; ratios are null when no verify round ran)
+  tree = {mode: "chain" | "dynamic" | "static", source, levels, nodes, + depth, top_k, tokens (dynamic) or choices
+          (static)}  (tree_shapes.py); for trees acceptance.drafted counts nodes verified and acceptance gains
+          tree: {nodes_per_round, predicted_mean_acceptance_length}  (tree_metrics.py)
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ from eagle_convert.runner.report import BenchReport, PromptReport  # noqa: F401 
 from eagle_convert.runner.prompts import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts  # noqa: F401 (re-exported)
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.runner.targets import runner_target
+from eagle_convert.runner.tree_metrics import TreeAcceptanceStats
+from eagle_convert.runner.tree_shapes import TreeShape, check_tree_for_head
+from eagle_convert.runner.tree_speculate import tree_generate
 from eagle_convert.spec import DraftSpec
 from eagle_convert.validate import check_sizes
 
@@ -116,6 +122,21 @@ class _Session:
     use_template: bool
     eos: tuple[int, ...]
     device: torch.device
+    tree: TreeShape = TreeShape("chain", "chain", k=3)
+
+    def generate(self, head, ids: list[int], **decode):
+        """One speculative answer: the chain runner for chains (exactly as before trees), the tree runner otherwise."""
+        if self.tree.mode == "chain":
+            return speculative_generate(self.target, head, ids, k=self.tree.k, **decode)
+        return tree_generate(self.target, head, ids, shape=self.tree, **decode)
+
+    def stats(self, rounds: list[int], results: list) -> AcceptanceStats:
+        """A prompt's acceptance from its rounds (all turns) and its turns' results."""
+        if self.tree.mode == "chain":
+            return AcceptanceStats.from_accepted(self.tree.levels, rounds)
+        return TreeAcceptanceStats.from_rounds(self.tree.levels, rounds,
+                                               [n for r in results for n in r.nodes_per_round],
+                                               [x for r in results for x in r.predicted_per_round])
 
     def encode(self, messages: list[dict], prompt: Prompt) -> list[int]:
         if prompt.token_ids is not None:
@@ -130,11 +151,12 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
               temperature: float = 0.0, seed: int = 0, device: str = "auto", dtype: str | torch.dtype = "auto",
               chat_template: str = "auto", baseline: bool = True, progress: bool = True,
               ignore_eos: bool = False, reference: tuple[DraftSpec, Callable[[str], torch.Tensor]] | None = None,
-              ) -> BenchReport:
+              tree: TreeShape | None = None) -> BenchReport:
     """Bench `draft_spec` + `draft_get_tensor` (canonical names, KeyError when absent) on the target at `target_path`.
     `prompts`: None for the built-in set, a JSONL path, or Prompt objects / strings. `chat_template`: "auto" (the
     target's template when it has one, else raw text) or "none". `reference`: another head (spec, get_tensor), benched
-    after it on the same loaded target and prompts, with the same seed and no baseline; it becomes `.reference`."""
+    after it on the same loaded target and prompts, with the same seed and no baseline; it becomes `.reference`.
+    `tree`: draft trees of this shape instead of k-token chains (None or mode "chain": the chain runner)."""
     if chat_template not in ("auto", "none"):
         raise ValueError(f"chat_template must be 'auto' or 'none', got {chat_template!r}")
     if temperature < 0:
@@ -156,8 +178,11 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
     num_layers = view.config["num_hidden_layers"]
     aux_ids = aux_layer_ids_for(draft_spec, num_layers)
     target = load_target(target_path, dtype=dtype, device=device, aux_layer_ids=aux_ids)
-    session = _Session(target, str(target_path), prompts, tokenizer, use_template, tuple(eos), device)
-    settings = {"target": str(target_path), "k": k, "max_new_tokens": max_new_tokens, "temperature": temperature,
+    tree = tree if tree is not None else TreeShape("chain", "chain", k=k)
+    k = tree.levels  # a tree's acceptance histogram runs to its depth
+    session = _Session(target, str(target_path), prompts, tokenizer, use_template, tuple(eos), device, tree)
+    settings = {"target": str(target_path), "k": k, "tree": tree.to_dict(), "max_new_tokens": max_new_tokens,
+                "temperature": temperature,
                 "seed": seed, "device": str(device), "dtype": str(dtype).removeprefix("torch."),
                 "chat_template": use_template, "baseline": baseline, "ignore_eos": ignore_eos,
                 "num_prompts": len(prompts), **({"text_only": True} if view.text_only else {})}
@@ -180,6 +205,7 @@ def _bench_head(session: _Session, spec: DraftSpec, get_tensor: Callable[[str], 
     check_sizes(spec, target.config.hidden_size, target.config.vocab_size, session.target_path)
     head = build_draft_head(spec, get_tensor, target_embedding=target.embed_weight,
                             target_lm_head=target.lm_head_weight, dtype=target.dtype, device=device)
+    check_tree_for_head(session.tree, spec.vocab_size if head.draft_to_target is None else len(head.draft_to_target))
     spec_rng = torch.Generator(device).manual_seed(seed)
     base_rng = torch.Generator(device).manual_seed(seed + 1)
     decode = dict(temperature=temperature, eos_ids=eos)
@@ -188,7 +214,7 @@ def _bench_head(session: _Session, spec: DraftSpec, get_tensor: Callable[[str], 
     warm_ids = session.encode([{"role": "user", "content": first.turns[0]}], first)
     warm = dict(max_new_tokens=min(8, max_new_tokens), temperature=temperature, eos_ids=eos,
                 generator=torch.Generator(device).manual_seed(seed))
-    speculative_generate(target, head, warm_ids, k=k, **warm)
+    session.generate(head, warm_ids, **warm)
     if baseline:
         plain_generate(target, warm_ids, **warm)
 
@@ -198,13 +224,15 @@ def _bench_head(session: _Session, spec: DraftSpec, get_tensor: Callable[[str], 
         messages: list[dict] = []
         item = PromptReport(prompt.id, [], AcceptanceStats.from_accepted(k, []), [], 0.0,
                             [] if baseline else None, 0.0 if baseline else None, category=prompt.category)
+        results = []
         for turn in prompt.turns:
             messages.append({"role": "user", "content": turn})
             ids = session.encode(messages, prompt)
             item.prompt_tokens.append(len(ids))
             item.prompt_ids_sha256.append(hashlib.sha256(json.dumps(ids).encode()).hexdigest())
-            result, seconds = _timed(device, lambda: speculative_generate(
-                target, head, ids, k=k, max_new_tokens=max_new_tokens, generator=spec_rng, **decode))
+            result, seconds = _timed(device, lambda: session.generate(
+                head, ids, max_new_tokens=max_new_tokens, generator=spec_rng, **decode))
+            results.append(result)
             item.wall_time_s += seconds
             item.accepted_per_turn.append(result.accepted_per_round)
             item.drafted_per_turn.append(result.drafted_per_round)
@@ -218,7 +246,7 @@ def _bench_head(session: _Session, spec: DraftSpec, get_tensor: Callable[[str], 
             if session.tokenizer is not None:  # later turns see the model's own answer
                 messages.append({"role": "assistant",
                                  "content": session.tokenizer.decode(_without_eos(result.tokens, eos))})
-        item.stats = AcceptanceStats.from_accepted(k, [a for rounds in item.accepted_per_turn for a in rounds])
+        item.stats = session.stats([a for rounds in item.accepted_per_turn for a in rounds], results)
         report.prompts.append(item)
         if hasattr(bar, "set_postfix"):
             bar.set_postfix(tau=f"{report.mean_acceptance_length:.2f}")

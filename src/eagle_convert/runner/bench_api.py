@@ -16,6 +16,7 @@ from ..target import read_target
 from . import gates
 from .bench import BenchReport, run_bench
 from .report import SCHEMA_VERSION
+from .tree_shapes import TreeOptions, resolve_tree
 
 DEFAULT_MAX_TAU_DROP = 0.05
 
@@ -25,13 +26,14 @@ def bench(target: str, draft: str, *, k: int = 3, max_new_tokens: int = 256, pro
           progress: bool = False, drop: tuple[str, ...] = (), revision: str | None = None, token: str | None = None,
           offline: bool | None = None, ignore_eos: bool = False, min_acceptance_length: float | None = None,
           reference_draft: str | None = None, reference_report: str | Path | None = None,
-          max_tau_drop: float | None = None) -> BenchReport:
+          max_tau_drop: float | None = None, tree: TreeOptions | None = None) -> BenchReport:
     """Bench DRAFT on TARGET. A raw EAGLE-1 release uses the target's LM head and embedding in memory, so raw and
     converted heads give the same numbers. The target must be a local folder (the whole model runs).
 
     Gates (`report.gates`, `report.passed`): `min_acceptance_length` (τ floor); `reference_draft` (the head as
     released, benched in the same run: in fp32 greedy every round must be identical); `reference_report` (a stored
-    `--json` report of the same settings: τ may drop by at most `max_tau_drop`, overall and per category)."""
+    `--json` report of the same settings: τ may drop by at most `max_tau_drop`, overall and per category).
+    `tree`: draft trees (runner/tree_shapes.py) instead of k-token chains."""
     if not Path(target).is_dir():
         raise LayoutError(f"The bench target {target!r} is not a local folder.",
                           "bench runs the whole target: download it first (e.g. `hf download ORG/NAME --local-dir DIR`) "
@@ -40,9 +42,6 @@ def bench(target: str, draft: str, *, k: int = 3, max_new_tokens: int = 256, pro
         raise IncomparableReportError("--max-tau-drop was given without --reference-report.",
                                       "Pass the stored report to compare with: --reference-report FILE.")
     stored = _read_report(reference_report) if reference_report is not None else None
-    if stored is not None:  # what can be compared before the run is, so that a mismatch costs no bench
-        gates.check_settings(SCHEMA_VERSION, {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature,
-                                              "seed": seed, "ignore_eos": ignore_eos}, stored, str(reference_report))
     target_ckpt = open_input(target, role="target").checkpoint
     if isinstance(target_ckpt, RankedCheckpoint):
         raise LayoutError(f"The bench target {target} is saved per tensor-parallel rank ({target_ckpt.summary_line()}).",
@@ -54,6 +53,16 @@ def bench(target: str, draft: str, *, k: int = 3, max_new_tokens: int = 256, pro
                           read_target(target_ckpt).config, drop=tuple(drop))  # a wrapper's text sizes
 
     head = head_of(draft)
+    shape = resolve_tree(tree or TreeOptions(), k=k, draft_kind=head.spec.kind, target_config=target_ckpt.config)
+    if shape.mode != "chain" and reference_draft is not None:
+        raise IncomparableReportError(
+            "--reference-draft compares the two heads round by round on chains; it does not take a tree.",
+            "Run the reference gate with --tree chain (a conversion that drafts every chain alike drafts every tree "
+            "alike), and bench the tree separately.")
+    if stored is not None:  # what can be compared before the run is, so that a mismatch costs no bench
+        gates.check_settings(SCHEMA_VERSION, {"k": shape.levels, "tree": shape.to_dict(),
+                                              "max_new_tokens": max_new_tokens, "temperature": temperature,
+                                              "seed": seed, "ignore_eos": ignore_eos}, stored, str(reference_report))
     reference, inexact = None, None
     if reference_draft is not None:
         ref_head = head_of(reference_draft)
@@ -62,7 +71,8 @@ def bench(target: str, draft: str, *, k: int = 3, max_new_tokens: int = 256, pro
         reference = (ref_head.spec, rounded_like(tensor_reader(ref_head), head.tensors))
     report = run_bench(target, head.spec, tensor_reader(head), k=k, max_new_tokens=max_new_tokens, prompts=prompts,
                        temperature=temperature, seed=seed, device=device, dtype=dtype, chat_template=chat_template,
-                       baseline=baseline, progress=progress, ignore_eos=ignore_eos, reference=reference)
+                       baseline=baseline, progress=progress, ignore_eos=ignore_eos, reference=reference,
+                       tree=shape)
     if min_acceptance_length is not None:
         report.gates.append(gates.min_acceptance_length(report, min_acceptance_length))
     if reference_draft is not None:

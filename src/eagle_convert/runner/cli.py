@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..cli_errors import EXIT_GATE, handle_errors, paragraph
+from .tree_cli import sweep_command, tree_options, tree_options_from, tree_report_lines
 
 def _fmt(value, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
@@ -44,9 +45,10 @@ def _fmt(value, spec: str = ".3f") -> str:
 @click.option("--drop", multiple=True, metavar="PATTERN", help="Ignore draft tensors matching this glob.")
 @click.option("--json", "as_json", is_flag=True, help="The full report (documented schema) on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@tree_options
 def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, ignore_eos,
           no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path, threads, drop,
-          as_json, quiet):
+          as_json, quiet, **tree_flags):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
     from ..api import bench as run
 
@@ -55,13 +57,18 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
 
         torch.set_num_threads(threads)
 
+    if tree_flags["tree_sweep"]:
+        return sweep_command(target, draft, k=k, prompts=prompts, num_prompts=tree_flags["sweep_prompts"],
+                             as_json=as_json, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                             device=device, dtype=dtype, chat_template=chat_template, drop=drop, ignore_eos=ignore_eos)
+
     @handle_errors
     def go(as_json=as_json):
         return run(target, draft, k=k, max_new_tokens=max_new_tokens, prompts=prompts, temperature=temperature,
                    seed=seed, device=device, dtype=dtype, chat_template=chat_template, baseline=not no_baseline,
                    progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop, ignore_eos=ignore_eos,
                    min_acceptance_length=min_acceptance_length, reference_draft=reference_draft,
-                   reference_report=reference_report, max_tau_drop=max_tau_drop)
+                   reference_report=reference_report, max_tau_drop=max_tau_drop, tree=tree_options_from(tree_flags))
 
     report = go(as_json=as_json)
     data = report.to_dict()
@@ -103,6 +110,7 @@ def human_report(data: dict) -> str:
     lines.append(row("overall", overall["acceptance"], overall))
     rates = overall["acceptance"]["per_position_rates"]
     lines.append("per-position acceptance: " + (" ".join(f"{_fmt(r)}" for r in rates) if rates else "-"))
+    lines += tree_report_lines(data)
     ll = data["lossless"]
     lines.append({"exact": "lossless: speculative output identical to plain greedy decoding (fp32)",
                   "first_divergence": f"lossless: {'identical' if ll['identical'] else 'diverged in ' + str(ll['diverged_prompts'])} "

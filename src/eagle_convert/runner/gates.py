@@ -35,7 +35,7 @@ Z_SCORE = 3.0
 MIN_TAU_TOLERANCE = 0.03  # above the largest |Δτ| of a correct conversion in bf16 greedy on the tiny pair (0.019)
 
 # Settings that must agree between a run and a stored report for their τ to be comparable.
-COMPARABLE_SETTINGS = ("draft_kind", "k", "max_new_tokens", "temperature", "seed", "dtype", "chat_template",
+COMPARABLE_SETTINGS = ("draft_kind", "k", "tree", "max_new_tokens", "temperature", "seed", "dtype", "chat_template",
                        "ignore_eos", "num_prompts")
 
 
@@ -181,7 +181,7 @@ def check_settings(schema_version: int, settings: dict, stored: dict, path: str)
     if stored.get("schema_version") != schema_version:
         raise IncomparableReportError(
             f"{path} is a bench report of schema version {stored.get('schema_version')}, this bench writes version "
-            f"{schema_version} (per-category τ and prompt hashes are new).",
+            f"{schema_version} (v3 adds tree drafting settings and fields; v2 added per-category τ and prompt hashes).",
             "Store a new reference report with this version: run bench with --report on the reference head.")
     b = stored["settings"]
     differ = [f"{key} {b.get(key)!r} (now {settings[key]!r})" for key in COMPARABLE_SETTINGS

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError
+from eagle_convert.runner.layers import TreeAttention
 from eagle_convert.runner.layers import (
     GetTensor, RotaryTable, as_positions, cast_reader, load_attention, load_mlp, rms_norm, rope_inv_freq,
 )
@@ -75,9 +76,11 @@ class DraftHead:
         raise NotImplementedError
 
     def forward(self, token_ids: torch.Tensor, features: torch.Tensor, positions: torch.Tensor | Sequence[int], *,
-                from_target: bool, last_logits_only: bool = False) -> DraftOutput:
+                from_target: bool, last_logits_only: bool = False,
+                tree_attention: TreeAttention | None = None) -> DraftOutput:
         """token_ids [1, T] (target ids), features [1, T, F] at ascending contiguous positions. Drafting needs only
-        the last row's logits: `last_logits_only` skips the LM head on the others (a V x H product per row)."""
+        the last row's logits: `last_logits_only` skips the LM head on the others (a V x H product per row).
+        `tree_attention`: tree rows instead (repeated positions, own slots and mask; see runner/tree_draft.py)."""
         raise NotImplementedError
 
     def __call__(self, *args, **kwargs) -> DraftOutput:
@@ -104,11 +107,12 @@ class Eagle1Head(DraftHead):
         return out.hidden
 
     @torch.inference_mode()
-    def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False) -> DraftOutput:
+    def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False,
+                tree_attention=None) -> DraftOutput:
         positions, end = as_positions(positions, self.device)
         embedded = F.embedding(token_ids.to(self.device), self.embed_weight)
         x = F.linear(torch.cat([embedded, features.to(self.dtype)], dim=-1), self.fc, self.fc_bias)
-        y = x + self.attention(x, positions, end, self.rope)
+        y = x + self.attention(x, positions, end, self.rope, tree_attention)
         predicted = y + self.mlp(rms_norm(y, self.post_norm, self.spec.rms_norm_eps))
         logits = F.linear(predicted[:, -1:] if last_logits_only else predicted, self.lm_head)
         return DraftOutput(logits=logits, hidden=predicted, fc_out=x)
@@ -189,7 +193,8 @@ class Eagle3Head(DraftHead):
         return F.linear(features, self.fc, self.fc_bias)
 
     @torch.inference_mode()
-    def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False) -> DraftOutput:
+    def forward(self, token_ids, features, positions, *, from_target: bool, last_logits_only=False,
+                tree_attention=None) -> DraftOutput:
         positions, end = as_positions(positions, self.device)
         eps = self.spec.rms_norm_eps
         features = features.to(self.dtype)
@@ -199,11 +204,12 @@ class Eagle3Head(DraftHead):
         g_normed = rms_norm(g, self.hidden_norm, eps)
         residual = g_normed if self.spec.norm_before_residual else g
         attn_in = torch.cat([rms_norm(embedded, self.input_norm, eps), g_normed], dim=-1)
-        residual = residual + self.attention(attn_in, positions, end, self.rope)
+        residual = residual + self.attention(attn_in, positions, end, self.rope, tree_attention)
         h = self.mlp(rms_norm(residual, self.post_norm, eps))
         for layer in self.extra_layers:
             residual = h + residual
-            residual = residual + layer.attention(rms_norm(residual, layer.input_norm, eps), positions, end, self.rope)
+            residual = residual + layer.attention(rms_norm(residual, layer.input_norm, eps), positions, end, self.rope,
+                                                  tree_attention)
             h = layer.mlp(rms_norm(residual, layer.post_norm, eps))
         o = h + residual
         if self.spec.norm_output:

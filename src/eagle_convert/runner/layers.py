@@ -82,6 +82,28 @@ class KVCache:
         self.v.index_copy_(2, positions, v)
         return self.k[:, :, :end], self.v[:, :, :end]
 
+    def move(self, sources: torch.Tensor, start: int) -> None:
+        """Copy the rows at slots `sources` to slots start, start+1, ... (a tree's accepted path to its sequence
+        positions). Gathered before writing, so overlapping source and destination slots are safe."""
+        dest = torch.arange(start, start + len(sources), device=self.k.device)
+        self.k.index_copy_(2, dest, self.k.index_select(2, sources))
+        self.v.index_copy_(2, dest, self.v.index_select(2, sources))
+
+
+@dataclass(frozen=True)
+class TreeAttention:
+    """How the rows of one tree forward use the cache, when RoPE position, cache slot and visibility part ways:
+    siblings share a position but need their own slots, and a node sees only the prefix and its ancestors.
+    slots [T]: the cache slot each row writes; mask [T, end]: the slots each row attends to (end = slots in use);
+    key_positions [end]: the RoPE position of each slot, for sliding windows."""
+    slots: torch.Tensor
+    mask: torch.Tensor
+    key_positions: torch.Tensor
+
+    @property
+    def end(self) -> int:
+        return self.mask.shape[1]
+
 
 @dataclass
 class Attention:
@@ -102,22 +124,31 @@ class Attention:
     eps: float = 1e-6
     sliding_window: int | None = None
 
-    def __call__(self, x: torch.Tensor, positions: torch.Tensor, end: int, rope: RotaryTable) -> torch.Tensor:
-        """x [1, T, in] at `positions` (ascending, last = end - 1) -> [1, T, hidden]; writes this layer's cache."""
+    def __call__(self, x: torch.Tensor, positions: torch.Tensor, end: int, rope: RotaryTable,
+                 tree: TreeAttention | None = None) -> torch.Tensor:
+        """x [1, T, in] at `positions` (ascending, last = end - 1) -> [1, T, hidden]; writes this layer's cache.
+        With `tree`, rows are written to tree.slots and see tree.mask instead (positions may repeat)."""
         tokens = x.shape[1]
         q = F.linear(x, self.q, self.q_bias).view(1, tokens, self.num_heads, self.head_dim)
         k = F.linear(x, self.k, self.k_bias).view(1, tokens, self.num_kv_heads, self.head_dim)
         v = F.linear(x, self.v, self.v_bias).view(1, tokens, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = rms_norm(q, self.q_norm, self.eps), rms_norm(k, self.k_norm, self.eps)
+        if tree is not None:
+            end = tree.end
         cos, sin = rope(positions, end)
         q = apply_rope(q.transpose(1, 2), cos, sin)
         k = apply_rope(k.transpose(1, 2), cos, sin)
-        keys, values = self.cache.write(positions, end, k, v.transpose(1, 2))
-        key_positions = torch.arange(end, device=x.device)
-        mask = key_positions[None, :] <= positions[:, None]
+        if tree is None:
+            keys, values = self.cache.write(positions, end, k, v.transpose(1, 2))
+            key_positions = torch.arange(end, device=x.device)
+            mask = key_positions[None, :] <= positions[:, None]
+        else:
+            keys, values = self.cache.write(tree.slots, end, k, v.transpose(1, 2))
+            key_positions, mask = tree.key_positions, tree.mask
         if self.sliding_window is not None:
-            mask &= key_positions[None, :] > positions[:, None] - self.sliding_window
+            # never in place: a tree mask is shared by every layer
+            mask = mask & (key_positions[None, :] > positions[:, None] - self.sliding_window)
         out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
         return F.linear(out.transpose(1, 2).reshape(1, tokens, -1), self.o, self.o_bias)
 

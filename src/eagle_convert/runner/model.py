@@ -19,10 +19,11 @@ import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import UnsupportedModelError
-from eagle_convert.runner.moe import MoeMlp, is_moe_layer, load_moe
 from eagle_convert.runner.layers import (
-    Attention, GetTensor, Mlp, RotaryTable, as_positions, cast_reader, load_attention, load_mlp, rms_norm, rope_inv_freq,
+    Attention, GetTensor, Mlp, RotaryTable, TreeAttention, as_positions, cast_reader, load_attention, load_mlp, rms_norm,
+    rope_inv_freq,
 )
+from eagle_convert.runner.moe import MoeMlp, is_moe_layer, load_moe
 
 # model_type -> the HF architecture class names we implement for it.
 SUPPORTED_ARCHITECTURES: dict[str, tuple[str, ...]] = {
@@ -191,8 +192,9 @@ class TargetModel:
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | Sequence[int], *,
-                last_logits_only: bool = False) -> TargetOutput:
-        """input_ids [1, T] at ascending contiguous `positions`; every position before them must already be cached."""
+                last_logits_only: bool = False, tree_attention: TreeAttention | None = None) -> TargetOutput:
+        """input_ids [1, T] at ascending contiguous `positions`; every position before them must already be cached.
+        `tree_attention`: a tree's rows instead (positions repeat; slots and mask as given; see runner/tree_verify.py)."""
         if input_ids.dim() != 2 or input_ids.shape[0] != 1:
             raise ValueError(f"batch 1 only: input_ids must be [1, T], got {tuple(input_ids.shape)}")
         positions, end = as_positions(positions, self.device)
@@ -202,7 +204,7 @@ class TargetModel:
         for i, layer in enumerate(self.layers):
             if i in self.aux_layer_ids:
                 aux.append(h)
-            h = h + layer.attention(rms_norm(h, layer.input_norm, eps), positions, end, self.rope)
+            h = h + layer.attention(rms_norm(h, layer.input_norm, eps), positions, end, self.rope, tree_attention)
             h = h + layer.mlp(rms_norm(h, layer.post_norm, eps))
         hidden = rms_norm(h, self.norm, eps)
         logits = F.linear(hidden[:, -1:] if last_logits_only else hidden, self.lm_head_weight)

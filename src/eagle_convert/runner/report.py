@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 
 from eagle_convert.runner.gates import GateResult
 from eagle_convert.runner.metrics import AcceptanceStats, merge_stats
+from eagle_convert.runner.tree_metrics import merge_tree_stats
 
 # 2: prompts gained category, prompt_ids_sha256 and accepted_per_round; the gate and reference blocks were added.
-SCHEMA_VERSION = 2
+# 3: settings.tree (the tree shape; mode "chain" for chains) and, for trees, acceptance.tree; k = the tree's levels.
+SCHEMA_VERSION = 3
 
 
 def _first_divergence(spec_turns: list[list[int]], base_turns: list[list[int]]) -> dict | None:
@@ -86,6 +88,8 @@ class BenchReport:
 
     @property
     def stats(self) -> AcceptanceStats:
+        if (self.settings.get("tree") or {}).get("mode", "chain") != "chain":
+            return merge_tree_stats((p.stats for p in self.prompts), self.settings["k"])
         return merge_stats((p.stats for p in self.prompts), self.settings["k"])
 
     @property
