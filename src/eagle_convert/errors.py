@@ -60,3 +60,7 @@ class HubError(EagleConvertError, OSError):
 
 class IncomparableReportError(EagleConvertError, ValueError):
     """A stored bench report that was made with other settings or prompts than the run it is compared with."""
+
+
+class EngineError(EagleConvertError, RuntimeError):
+    """The serving engine bench drives (vLLM offline or a server) is missing, failed, or answered unusably."""
