@@ -78,6 +78,9 @@ def bench_engine(target: str, draft: str | None, *, engine_url: str | None = Non
         from .vllm_server import bench_server
 
         report = bench_server(engine_url, session, draft, strict=strict, warn=warn, progress=progress, **decode)
+        # A server does not say which dtype it runs: --dtype declares it (so --compare can gate fp32 greedy).
+        report.engine.update(device="server", dtype=None if dtype == "auto" else dtype,
+                             dtype_source=None if dtype == "auto" else "declared by --dtype")
         report.settings = {**_settings(target, report.settings["draft_kind"], info=report.engine,
                                        use_template=session.use_template, baseline=False, ignore_eos=ignore_eos,
                                        num_prompts=len(session.prompts), aux_layer_ids=None, **decode)}
