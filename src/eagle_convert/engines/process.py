@@ -59,13 +59,16 @@ class EngineProcess:
         except OSError:
             pass  # it died: the reply read below says why
         reply = self._read_line(timeout_s)
-        if reply is None:
+        data = json.loads(reply) if reply is not None else None
+        if data is None or not data.get("ok"):
+            if data is not None:  # it reported and is shutting down; let its engine processes log their cause
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+            error = self._failure(None if data is None else data.get("error"), timeout_s)
             self.close()
-            raise self._failure(None, timeout_s)
-        data = json.loads(reply)
-        if not data.get("ok"):
-            self.close()
-            raise self._failure(data.get("error"), timeout_s)
+            raise error
         return data
 
     def _read_line(self, timeout_s: float) -> str | None:
@@ -92,8 +95,8 @@ class EngineProcess:
         elif error is None:
             what = f"{self.what} ended with exit status {self.proc.returncode}"
         else:
-            what = f"{self.what} failed: {error}"
-        detail = f" The engine's root cause: {cause}." if cause and (error is None or cause not in error) else ""
+            what = f"{self.what} failed: {error.rstrip('.')}"
+        detail = f" The engine's root cause: {cause.rstrip('.')}." if cause and (error is None or cause not in error) else ""
         if not cause and not error:
             tail = " | ".join(line for line in lines[-5:] if line.strip())
             detail = f" Its last log lines: {tail}" if tail else ""
@@ -103,7 +106,6 @@ class EngineProcess:
                            "cause above. Set EAGLE_CONVERT_ENGINE_LOG=FILE to keep the engine's whole log.")
 
     def log_lines(self) -> list[str]:
-        self._log.flush()
         try:
             return self.log_path.read_text(errors="replace").splitlines()[-3000:]
         except OSError:
