@@ -59,19 +59,20 @@ class EngineProcess:
         except OSError:
             pass  # it died: the reply read below says why
         reply = self._read_line(timeout_s)
-        data = json.loads(reply) if reply is not None else None
+        data = json.loads(reply) if reply else None
         if data is None or not data.get("ok"):
-            if data is not None:  # it reported and is shutting down; let its engine processes log their cause
+            if reply is not None:  # it reported or closed the pipe: let it (and its engine processes) finish logging
                 try:
                     self.proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     pass
             error = self._failure(None if data is None else data.get("error"), timeout_s)
-            self.close()
+            self.close(grace_s=0)
             raise error
         return data
 
     def _read_line(self, timeout_s: float) -> str | None:
+        """The next reply line; "" when the process closed its end, None when `timeout_s` passed."""
         deadline = time.monotonic() + timeout_s
         fd = self._replies.fileno()
         while "\n" not in self._buffer:
@@ -82,7 +83,7 @@ class EngineProcess:
             if ready:
                 chunk = os.read(fd, 65536).decode(errors="replace")
                 if not chunk:  # the process closed the pipe: it ended
-                    return None
+                    return ""
                 self._buffer += chunk
         line, self._buffer = self._buffer.split("\n", 1)
         return line
@@ -119,10 +120,11 @@ class EngineProcess:
                 self.proc.stdin.close()
             except OSError:
                 pass
-            try:
-                self.proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                pass
+            if grace_s > 0:
+                try:
+                    self.proc.wait(timeout=grace_s)
+                except subprocess.TimeoutExpired:
+                    pass
         self._end_group()
         self._replies.close()
         self._log.close()

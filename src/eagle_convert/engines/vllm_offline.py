@@ -30,7 +30,7 @@ _INSTALL_HINT = ("Install vLLM into its own virtual environment (it pins its own
 def find_python(engine_python: str | None = None) -> str:
     """The interpreter that runs vLLM: --engine-python, else $EAGLE_CONVERT_VLLM_PYTHON, else this one if it has
     vllm. Checked without importing vllm (that takes seconds): the worker's start reports any deeper problem."""
-    chosen = engine_python or os.environ.get(PYTHON_ENV)
+    chosen = engine_python or os.environ.get(PYTHON_ENV) or None  # an empty variable is no choice
     if chosen is None:
         if importlib.util.find_spec("vllm") is not None:
             return sys.executable
