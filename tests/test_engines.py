@@ -154,11 +154,11 @@ def test_no_vllm_interpreter_is_one_paragraph_saying_how_to_install(tmp_path):
         proc.stderr.split())
 
 
-def test_reference_draft_with_an_engine_points_to_compare(tmp_path):
+def test_reference_draft_with_an_engine_needs_compare(tmp_path):
     pair = build_pair(tmp_path)
     proc = run_cli("bench", "-t", str(pair["target"]), "-d", str(pair["eagle3"]), "--engine", "vllm",
                    "--reference-draft", str(pair["eagle3"]))
-    assert proc.returncode == 2 and "--compare" in proc.stderr
+    assert proc.returncode == 2 and "needs --compare" in proc.stderr
 
 
 # --- a server, as a tiny local HTTP server --------------------------------------------------------------------------

@@ -41,9 +41,9 @@ def engine_requested(engine: dict) -> bool:
 
 
 def _check_usage(engine: dict, opts: dict) -> None:
-    if opts["reference_draft"] is not None:
-        raise click.UsageError("--reference-draft compares two heads in our runner; with an engine, compare the "
-                               "engine with our runner by --compare (or drop --engine).")
+    if opts["reference_draft"] is not None and not engine["compare"]:
+        raise click.UsageError("--reference-draft with an engine needs --compare: our runner then benches RAW (the "
+                               "head as released) and the engine DRAFT (as converted for it).")
     if engine["engine_url"] is not None and engine["tensor_parallel_size"] != 1:
         raise click.UsageError("--tensor-parallel-size applies to --engine vllm; a server runs with its own.")
     if engine["engine_url"] is None and engine["strict"]:
@@ -74,7 +74,9 @@ def engine_bench(engine: dict, opts: dict):
                 import torch
 
                 torch.set_num_threads(opts["threads"])
-            ours = bench_ours(opts["target"], opts["draft"], device=opts["device"], baseline=False, **shared)
+            # --reference-draft RAW: ours runs the head as released, the engine the conversion (who is at fault?)
+            ours = bench_ours(opts["target"], opts["reference_draft"] or opts["draft"], device=opts["device"],
+                              baseline=False, **shared)
         report = bench_engine(opts["target"], opts["draft"], engine_url=engine["engine_url"],
                               engine_python=engine["engine_python"],
                               tensor_parallel_size=engine["tensor_parallel_size"], engine_args=engine["engine_args"],
