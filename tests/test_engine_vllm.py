@@ -187,3 +187,36 @@ def test_a_vllm_server_without_speculation_is_refused(releases, tmp_path):
         stop_server(proc)
     assert result.returncode == 1
     assert "has no speculative decoding configured" in " ".join(result.stderr.split())
+
+
+# --- a target our runner refuses ------------------------------------------------------------------------------------
+
+def test_a_moe_target_our_runner_refuses_is_benched_through_vllm(releases, tmp_path):
+    """A tiny gpt-oss (MoE, sinks, sliding window: transformers' save_pretrained, random weights) with a raw EAGLE-3
+    head: our runner refuses it and names --engine vllm; vLLM benches it (random heads accept ~nothing, so the
+    counters are checked for what they must be: one round per verify step, k drafts each, every token generated)."""
+    import torch
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    from eagle_convert.examples import TinyConfig, make_eagle3_head
+
+    torch.manual_seed(0)
+    config = GptOssConfig(hidden_size=128, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+                          head_dim=32, num_hidden_layers=4, num_local_experts=4, num_experts_per_tok=2,
+                          vocab_size=256, max_position_embeddings=512, sliding_window=128,
+                          layer_types=["sliding_attention", "full_attention"] * 2, bos_token_id=1, eos_token_id=2,
+                          pad_token_id=0)
+    GptOssForCausalLM(config).eval().save_pretrained(tmp_path / "gpt-oss")
+    make_eagle3_head(tmp_path / "eagle3", TinyConfig(hidden_size=128, num_hidden_layers=4, intermediate_size=256),
+                     {}, draft_vocab=128, aux_layer_ids=[1, 2, 3])
+    ours = bench(releases, tmp_path / "eagle3", "--no-baseline", target=tmp_path / "gpt-oss")
+    assert ours.returncode == 1 and "--engine vllm" in " ".join(ours.stderr.split()) and "gpt_oss" in ours.stderr
+    proc = bench(releases, tmp_path / "eagle3", "--engine", "vllm", "--no-baseline", target=tmp_path / "gpt-oss")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(proc.stdout)
+    assert "converted from the eagle3 layout" in data["engine"]["draft"]["conversion"]
+    for prompt, counters in zip(data["prompts"], data["engine"]["counters"]["prompts"]):
+        assert prompt["generated_tokens"] == int(MAX_TOKENS)
+        assert counters["num_drafts"] > 0 and counters["num_draft_tokens"] == 3 * counters["num_drafts"]
+        # each round emits accepted + 1 tokens; the first token comes from the prefill
+        assert counters["num_drafts"] + counters["num_accepted_tokens"] in (int(MAX_TOKENS) - 1, int(MAX_TOKENS))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -311,3 +312,27 @@ def test_parse_metrics_sums_engines_and_reads_positions():
     parsed = vllm_server.parse_metrics(text)
     assert parsed["num_drafts"] == 5 and parsed["per_pos"] == {0: 3, 1: 1} and parsed["finished"] == 2
     assert parsed["spec"] and not vllm_server.parse_metrics("# nothing\n")["spec"]
+
+
+def test_ctrl_c_ends_the_engine_and_its_children(tmp_path):
+    """bench interrupted while the engine starts: the engine (here a worker that starts a child and hangs) and its
+    child are gone when bench has exited."""
+    hang = tmp_path / "hang.py"
+    hang.write_text("import subprocess, sys, time\n"
+                    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+                    f"open({str(tmp_path / 'pids')!r}, 'w').write(f'{{__import__(\"os\").getpid()}} {{child.pid}}')\n"
+                    "time.sleep(600)\n")
+    driver = tmp_path / "driver.py"
+    driver.write_text("import sys\nfrom pathlib import Path\nfrom eagle_convert.engines import vllm_offline\n"
+                      f"vllm_offline.WORKER = Path({str(hang)!r})\n"
+                      "with vllm_offline.VllmOffline(sys.executable, {}, what='test engine') as engine:\n"
+                      "    engine.start()\n")
+    proc = subprocess.Popen([sys.executable, str(driver)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "pids").exists() or len((tmp_path / "pids").read_text().split()) < 2:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    worker, child = map(int, (tmp_path / "pids").read_text().split())
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) != 0 and "KeyboardInterrupt" in proc.stderr.read()
+    assert not _alive(worker) and not _alive(child)

@@ -81,14 +81,15 @@ class VllmOffline:
                                        "stop_token_ids": list(stop_token_ids)}, GENERATE_TIMEOUT_S)
         return Generation(reply["tokens"], reply["seconds"], reply["counters"])
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 20.0) -> None:
         if self._process is not None:
-            self._process.close()
+            self._process.close(grace_s=grace_s)
             self._process = None
         self._dir.cleanup()
 
     def __enter__(self) -> VllmOffline:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        # After an error or Ctrl-C nobody waits for a graceful shutdown: the group is terminated at once.
+        self.close(grace_s=0 if exc_type is not None else 20.0)
