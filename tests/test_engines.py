@@ -155,6 +155,11 @@ def test_no_vllm_interpreter_is_one_paragraph_saying_how_to_install(tmp_path):
         proc.stderr.split())
 
 
+def test_engine_options_without_an_engine_are_refused(tmp_path):
+    proc = run_cli("bench", "-t", str(tmp_path), "-d", str(tmp_path), "--tensor-parallel-size", "2")
+    assert proc.returncode == 2 and "--tensor-parallel-size applies to an engine: add --engine vllm" in proc.stderr
+
+
 def test_reference_draft_with_an_engine_needs_compare(tmp_path):
     pair = build_pair(tmp_path)
     proc = run_cli("bench", "-t", str(pair["target"]), "-d", str(pair["eagle3"]), "--engine", "vllm",

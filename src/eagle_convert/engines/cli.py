@@ -37,7 +37,15 @@ def engine_options(fn):
 
 
 def engine_requested(engine: dict) -> bool:
-    return engine["engine"] != "ours" or engine["engine_url"] is not None or engine["compare"]
+    """True when an engine runs; options that only an engine reads are refused with our runner alone."""
+    if engine["engine"] != "ours" or engine["engine_url"] is not None or engine["compare"]:
+        return True
+    given = [flag for flag, value in (("--engine-python", engine["engine_python"]), ("--engine-arg",
+             engine["engine_args"]), ("--strict", engine["strict"]), ("--tensor-parallel-size",
+             engine["tensor_parallel_size"] != 1)) if value]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} applies to an engine: add --engine vllm (or --engine-url URL).")
+    return False
 
 
 def _check_usage(engine: dict, opts: dict) -> None:
