@@ -26,6 +26,7 @@ pytestmark = pytest.mark.vllm
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = os.environ.get("VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python"))
 MAX_TOKENS = "24"
+MARK = f"EAGLE_CONVERT_ENGINE_TEST_{os.getpid()}"
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def bench(releases, draft, *extra, target=None, timeout=900):
     args = [sys.executable, "-m", "eagle_convert", "bench", "-t", str(target or releases["target"]), "-d", str(draft),
             "--prompts", str(releases["prompts"]), "--max-new-tokens", MAX_TOKENS, "--ignore-eos", "--dtype",
             "float32", "--json", *extra]
-    env = {**os.environ, "EAGLE_CONVERT_VLLM_PYTHON": VLLM_PYTHON}
+    env = {**os.environ, "EAGLE_CONVERT_VLLM_PYTHON": VLLM_PYTHON, MARK: "1"}  # inherited by every engine process
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -58,9 +59,17 @@ def assert_equal_to_ours(proc) -> dict:
     return data
 
 
-def no_engine_left():
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "vllm_worker.py" in line or "EngineCore" in line]
+def no_engine_left() -> list[int]:
+    """Processes still carrying this module's environment mark: an engine (or one of its children) that bench left
+    running. The mark, not a process name, so that other vLLM runs on the machine do not count."""
+    left = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and f"{MARK}=1".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                left.append(int(proc.name))
+        except OSError:
+            continue
+    return left
 
 
 def test_raw_eagle1_release_is_converted_and_vllm_equals_ours_with_the_lossless_check(releases):

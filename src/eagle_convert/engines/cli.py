@@ -93,7 +93,7 @@ def engine_bench(engine: dict, opts: dict):
                               strict=engine["strict"], warn=lambda m: click.echo(f"warning: {m}", err=True), **shared)
         return ours, report
 
-    ours, report = go()
+    ours, report = go(as_json=opts["as_json"])  # handle_errors reads as_json from the keywords
     data = report.to_dict()
     data["gate"]["min_acceptance_length"] = opts["min_acceptance_length"]
     table = None
