@@ -37,8 +37,7 @@ def _unsupported(what: str) -> UnsupportedModelError:
     return UnsupportedModelError(
         f"The bench runner does not implement {what}.",
         f"Supported targets: {names}; RoPE types: {', '.join(SUPPORTED_ROPE_TYPES)}. Use a supported target, "
-        "or bench it through the engine that serves it: `eagle-convert bench --engine vllm` (same prompts, report and "
-        "gates; see README).",
+        "or measure acceptance with an engine (vLLM, SGLang) instead.",
     )
 
 
