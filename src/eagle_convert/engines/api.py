@@ -70,6 +70,7 @@ def bench_engine(target: str, draft: str | None, *, engine_url: str | None = Non
                           "bench encodes the prompts with the target's own tokenizer and chat template: download it "
                           "first (e.g. `hf download ORG/NAME --local-dir DIR`) and pass the folder.")
     extra = parse_engine_args(engine_args)
+    python = find_python(engine_python) if engine_url is None else None  # before any other work: the usual problem
     stored = read_stored_report(reference_report, max_tau_drop, {"k": k, "max_new_tokens": max_new_tokens,
                                 "temperature": temperature, "seed": seed, "ignore_eos": ignore_eos})
     session = open_session(target, prompts, chat_template=chat_template, ignore_eos=ignore_eos)
@@ -85,7 +86,7 @@ def bench_engine(target: str, draft: str | None, *, engine_url: str | None = Non
                                        use_template=session.use_template, baseline=False, ignore_eos=ignore_eos,
                                        num_prompts=len(session.prompts), aux_layer_ids=None, **decode)}
     else:
-        report = _bench_offline(target, draft, session, python=find_python(engine_python), tp=tensor_parallel_size,
+        report = _bench_offline(target, draft, session, python=python, tp=tensor_parallel_size,
                                 extra=extra, dtype=dtype, baseline=baseline, progress=progress, drop=drop,
                                 hub=dict(revision=revision, token=token, offline=offline), ignore_eos=ignore_eos,
                                 **decode)
