@@ -17,7 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from eagle_convert.cli import main
 from eagle_convert.engines import compare, process, vllm_server
 from eagle_convert.engines.api import parse_engine_args
 from eagle_convert.engines.base import stats_from_counters
@@ -35,9 +37,12 @@ def build_pair(root: Path) -> dict:
     return {"target": root / "target", "eagle3": root / "eagle3"}
 
 
-def run_cli(*args, env=None, timeout=300):
-    return subprocess.run([sys.executable, "-m", "eagle_convert", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+def run_cli(*args, env=None):
+    """The real command, in this process (as tests/test_gates.py does: a subprocess per case would pay for importing
+    torch each time); CliRunner keeps the exit code, stdout and stderr apart."""
+    result = CliRunner().invoke(main, list(map(str, args)), env=env, catch_exceptions=False)
+    result.returncode = result.exit_code
+    return result
 
 
 # --- counters -------------------------------------------------------------------------------------------------------
