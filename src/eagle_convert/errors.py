@@ -64,3 +64,7 @@ class IncomparableReportError(EagleConvertError, ValueError):
 
 class TreeShapeError(EagleConvertError, ValueError):
     """A `bench --tree` shape that cannot be drafted: contradictory options, too many tokens, a broken static tree."""
+
+
+class EngineError(EagleConvertError, RuntimeError):
+    """The serving engine bench drives (vLLM offline or a server) is missing, failed, or answered unusably."""

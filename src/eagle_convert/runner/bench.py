@@ -115,14 +115,14 @@ def _without_eos(tokens: list[int], eos: Sequence[int]) -> list[int]:
 @dataclass
 class _Session:
     """What every head benched in one run shares: the target, the prompts and how they are encoded."""
-    target: TargetModel
+    target: TargetModel | None  # None: the prompts only (open_session)
     target_path: str
     prompts: list[Prompt]
     tokenizer: ChatTokenizer | None
     use_template: bool
     eos: tuple[int, ...]
-    device: torch.device
-    tree: TreeShape = TreeShape("chain", "chain", k=3)
+    device: torch.device | None
+    tree: TreeShape = TreeShape.chain(3)
 
     def generate(self, head, ids: list[int], **decode):
         """One speculative answer: the chain runner for chains (exactly as before trees), the tree runner otherwise."""
@@ -146,6 +146,23 @@ class _Session:
         return self.tokenizer.encode_text("\n\n".join(m["content"] for m in messages))
 
 
+def open_session(target_path: str | Path, prompts, *, chat_template: str = "auto", ignore_eos: bool = False,
+                 device: torch.device | None = None) -> _Session:
+    """The prompts and how they are encoded, without a target model yet (an engine bench encodes the same way)."""
+    if prompts is None:
+        prompts = list(BUILTIN_PROMPTS)
+    elif isinstance(prompts, (str, Path)):
+        prompts = load_prompts(prompts)
+    else:
+        prompts = [p if isinstance(p, Prompt) else Prompt(str(i), (p,)) for i, p in enumerate(prompts, start=1)]
+    # Pre-tokenized prompts need no tokenizer (a target without tokenizer files can still be benched).
+    needs_text = any(p.token_ids is None for p in prompts)
+    tokenizer = ChatTokenizer.from_dir(target_path) if needs_text else None
+    use_template = tokenizer is not None and chat_template == "auto" and tokenizer.chat_template is not None
+    eos = () if ignore_eos else (tokenizer.eos_token_ids if tokenizer else load_eos_token_ids(target_path))
+    return _Session(None, str(target_path), prompts, tokenizer, use_template, tuple(eos), device)
+
+
 def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: Callable[[str], torch.Tensor], *,
               k: int = 3, max_new_tokens: int = 256, prompts: str | Path | Iterable[Prompt | str] | None = None,
               temperature: float = 0.0, seed: int = 0, device: str = "auto", dtype: str | torch.dtype = "auto",
@@ -162,25 +179,16 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
     if temperature < 0:
         raise ValueError("temperature must be >= 0")
     device, dtype = resolve_device_dtype(device, dtype)
-    if prompts is None:
-        prompts = list(BUILTIN_PROMPTS)
-    elif isinstance(prompts, (str, Path)):
-        prompts = load_prompts(prompts)
-    else:
-        prompts = [p if isinstance(p, Prompt) else Prompt(str(i), (p,)) for i, p in enumerate(prompts, start=1)]
-    # Pre-tokenized prompts need no tokenizer (a target without tokenizer files can still be benched).
-    needs_text = any(p.token_ids is None for p in prompts)
-    tokenizer = ChatTokenizer.from_dir(target_path) if needs_text else None
-    use_template = tokenizer is not None and chat_template == "auto" and tokenizer.chat_template is not None
-    eos = () if ignore_eos else (tokenizer.eos_token_ids if tokenizer else load_eos_token_ids(target_path))
+    session = open_session(target_path, prompts, chat_template=chat_template, ignore_eos=ignore_eos, device=device)
+    prompts, use_template = session.prompts, session.use_template
 
     view = runner_target(Checkpoint(LocalSource(target_path)))
     num_layers = view.config["num_hidden_layers"]
     aux_ids = aux_layer_ids_for(draft_spec, num_layers)
     target = load_target(target_path, dtype=dtype, device=device, aux_layer_ids=aux_ids)
-    tree = tree if tree is not None else TreeShape("chain", "chain", k=k)
+    tree = tree if tree is not None else TreeShape.chain(k)
     k = tree.levels  # a tree's acceptance histogram runs to its depth
-    session = _Session(target, str(target_path), prompts, tokenizer, use_template, tuple(eos), device, tree)
+    session.target, session.tree = target, tree
     settings = {"target": str(target_path), "k": k, "tree": tree.to_dict(), "max_new_tokens": max_new_tokens,
                 "temperature": temperature,
                 "seed": seed, "device": str(device), "dtype": str(dtype).removeprefix("torch."),

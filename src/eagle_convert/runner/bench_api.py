@@ -38,10 +38,7 @@ def bench(target: str, draft: str, *, k: int = 3, max_new_tokens: int = 256, pro
         raise LayoutError(f"The bench target {target!r} is not a local folder.",
                           "bench runs the whole target: download it first (e.g. `hf download ORG/NAME --local-dir DIR`) "
                           "and pass the folder.")
-    if max_tau_drop is not None and reference_report is None:
-        raise IncomparableReportError("--max-tau-drop was given without --reference-report.",
-                                      "Pass the stored report to compare with: --reference-report FILE.")
-    stored = _read_report(reference_report) if reference_report is not None else None
+    stored = read_stored_report(reference_report, max_tau_drop)
     target_ckpt = open_input(target, role="target").checkpoint
     if isinstance(target_ckpt, RankedCheckpoint):
         raise LayoutError(f"The bench target {target} is saved per tensor-parallel rank ({target_ckpt.summary_line()}).",
@@ -73,14 +70,36 @@ def bench(target: str, draft: str, *, k: int = 3, max_new_tokens: int = 256, pro
                        temperature=temperature, seed=seed, device=device, dtype=dtype, chat_template=chat_template,
                        baseline=baseline, progress=progress, ignore_eos=ignore_eos, reference=reference,
                        tree=shape)
+    same_run = [gates.reference_draft(report, report.reference, reference_draft, inexact=inexact)
+                ] if reference_draft is not None else []
+    apply_report_gates(report, min_acceptance_length, stored, reference_report, max_tau_drop, same_run=same_run)
+    return report
+
+
+def read_stored_report(reference_report, max_tau_drop, settings: dict | None = None) -> dict | None:
+    """The stored --reference-report; with `settings`, checked against this run's before the run (a mismatch then
+    costs no bench). Without, the caller checks once it knows them (a tree's shape depends on the head)."""
+    if max_tau_drop is not None and reference_report is None:
+        raise IncomparableReportError("--max-tau-drop was given without --reference-report.",
+                                      "Pass the stored report to compare with: --reference-report FILE.")
+    if reference_report is None:
+        return None
+    stored = _read_report(reference_report)
+    if settings is not None:
+        gates.check_settings(SCHEMA_VERSION, settings, stored, str(reference_report))
+    return stored
+
+
+def apply_report_gates(report: BenchReport, min_acceptance_length, stored, reference_report, max_tau_drop,
+                       same_run=()) -> None:
+    """The gates any bench report gets, whichever engine produced it (`same_run`: gates computed by the caller
+    from the same run, listed after the τ floor)."""
     if min_acceptance_length is not None:
         report.gates.append(gates.min_acceptance_length(report, min_acceptance_length))
-    if reference_draft is not None:
-        report.gates.append(gates.reference_draft(report, report.reference, reference_draft, inexact=inexact))
+    report.gates.extend(same_run)
     if stored is not None:
         drop_allowed = DEFAULT_MAX_TAU_DROP if max_tau_drop is None else max_tau_drop
         report.gates.append(gates.reference_report(report.to_dict(), stored, str(reference_report), drop_allowed))
-    return report
 
 
 def rounded_like(reader, stored: dict):

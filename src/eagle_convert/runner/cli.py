@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from ..cli_errors import EXIT_GATE, handle_errors, paragraph
-from .tree_cli import sweep_command, tree_options, tree_options_from, tree_report_lines
+from ..engines.cli import engine_bench, engine_options, engine_requested
+from .tree_cli import TREE_FLAGS, sweep_command, tree_options, tree_options_from, tree_report_lines
 
 def _fmt(value, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)
@@ -17,7 +18,8 @@ def _fmt(value, spec: str = ".3f") -> str:
 
 @click.command()
 @click.option("--target", "-t", required=True, help="Target model folder (the whole model runs).")
-@click.option("--draft", "-d", required=True, help="Draft head: any layout convert reads or writes (folder or repo id).")
+@click.option("--draft", "-d", help="Draft head: any layout convert reads or writes (folder or repo id). Required "
+                                    "except with --engine-url (the server has its head).")
 @click.option("-k", "--num-speculative-tokens", "k", default=3, show_default=True, type=click.IntRange(1, 64))
 @click.option("--max-new-tokens", default=256, show_default=True, type=click.IntRange(1))
 @click.option("--prompts", type=click.Path(exists=True, dir_okay=False),
@@ -46,11 +48,28 @@ def _fmt(value, spec: str = ".3f") -> str:
 @click.option("--json", "as_json", is_flag=True, help="The full report (documented schema) on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @tree_options
+@engine_options
 def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, ignore_eos,
           no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path, threads, drop,
-          as_json, quiet, **tree_flags):
+          as_json, quiet, **options):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
     from ..api import bench as run
+
+    tree_flags = {name: options.pop(name) for name in TREE_FLAGS}
+    engine = options
+    if engine_requested(engine):
+        if tree_flags["tree"] != "chain" or tree_flags["tree_sweep"]:
+            raise click.UsageError("--tree and --tree-sweep apply to our runner: an engine bench drafts chains "
+                                   "(bench the tree without --engine / --engine-url / --compare).")
+        report, data, compare_table = engine_bench(engine, dict(
+            target=target, draft=draft, k=k, max_new_tokens=max_new_tokens, prompts=prompts, temperature=temperature,
+            seed=seed, device=device, dtype=dtype, chat_template=chat_template, ignore_eos=ignore_eos,
+            no_baseline=no_baseline, min_acceptance_length=min_acceptance_length, reference_draft=reference_draft,
+            reference_report=reference_report, max_tau_drop=max_tau_drop, threads=threads, drop=drop,
+            as_json=as_json, quiet=quiet))
+        return finish(report, data, report_path, "\n".join(filter(None, [human_report(data), compare_table])), as_json)
+    if draft is None:
+        raise click.UsageError("--draft is required (except with --engine-url).")
 
     if threads:
         import torch
@@ -73,9 +92,14 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
     report = go(as_json=as_json)
     data = report.to_dict()
     data["gate"]["min_acceptance_length"] = min_acceptance_length
+    finish(report, data, report_path, human_report(data), as_json)
+
+
+def finish(report, data: dict, report_path, human: str, as_json: bool) -> None:
+    """Write, print, and exit 3 when a gate failed: the same for every engine."""
     if report_path:
         _write_report(Path(report_path), data)
-    click.echo(json.dumps(data, indent=2) if as_json else human_report(data))
+    click.echo(json.dumps(data, indent=2) if as_json else human)
     for gate in report.gates:
         if not gate.passed:
             click.echo(paragraph(f"error: {gate.message}"), err=True)
@@ -89,6 +113,15 @@ def _write_report(path: Path, data: dict) -> None:
     staging = path.with_name(f".{path.name}.tmp")
     staging.write_text(json.dumps(data, indent=2) + "\n")
     staging.replace(path)
+
+
+def engine_line(engine: dict) -> str:
+    start = engine.get("start_time_s")
+    return (f"engine: {engine['name']} {engine.get('version') or ''} {engine['mode']}, tp={engine.get('tp') or '-'}, "
+            f"{engine.get('dtype') or '-'} on {engine.get('device') or '-'}"
+            + (f", engine start {start:.1f} s apart from generation {engine['generation_time_s']:.1f} s"
+               if start is not None else f", generation {engine['generation_time_s']:.1f} s")
+            + (f"; draft {engine['draft']['conversion']}" if (engine.get("draft") or {}).get("conversion") else ""))
 
 
 def human_report(data: dict) -> str:
@@ -111,11 +144,13 @@ def human_report(data: dict) -> str:
     rates = overall["acceptance"]["per_position_rates"]
     lines.append("per-position acceptance: " + (" ".join(f"{_fmt(r)}" for r in rates) if rates else "-"))
     lines += tree_report_lines(data)
+    if data.get("engine"):
+        lines.insert(1, engine_line(data["engine"]))
     ll = data["lossless"]
     lines.append({"exact": "lossless: speculative output identical to plain greedy decoding (fp32)",
                   "first_divergence": f"lossless: {'identical' if ll['identical'] else 'diverged in ' + str(ll['diverged_prompts'])} "
                                       "(half precision: near-ties may flip; see first_divergence in --json)",
-                  "not_checked": "lossless: not checked (sampling or --no-baseline)"}[ll["mode"]])
+                  "not_checked": "lossless: not checked (sampling, --no-baseline or a server)"}[ll["mode"]])
     for check in data["gate"]["checks"]:
         lines.append(f"gate {check['name']}: {'passed' if check['passed'] else 'FAILED'}")
     return "\n".join(lines)

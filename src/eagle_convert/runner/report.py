@@ -81,6 +81,7 @@ class BenchReport:
     prompts: list[PromptReport] = field(default_factory=list)
     reference: BenchReport | None = None  # the head as released, benched in the same run (--reference-draft)
     gates: list[GateResult] = field(default_factory=list)
+    engine: dict | None = None  # bench --engine vllm / --engine-url: which engine ran, how, and its own counters
 
     @property
     def passed(self) -> bool:
@@ -112,6 +113,8 @@ class BenchReport:
         data = {"schema_version": SCHEMA_VERSION, "settings": self.settings, "overall": overall, "lossless": self.lossless,
                 "prompts": [p.to_dict() for p in self.prompts],
                 "gate": {"passed": self.passed, "checks": [g.to_dict() for g in self.gates]}}
+        if self.engine is not None:
+            data["engine"] = self.engine
         if self.reference is not None:
             data["reference"] = {"settings": self.reference.settings,
                                  "overall": {"acceptance": self.reference.stats.to_dict()},

@@ -31,6 +31,10 @@ _OPTIONS = [
 ]
 
 
+TREE_FLAGS = ("tree", "tree_depth", "tree_top_k", "tree_tokens", "num_steps", "eagle_topk", "num_draft_tokens",
+              "tree_sweep", "sweep_prompts")  # the keyword names the options above give the command
+
+
 def tree_options(command):
     for option in reversed(_OPTIONS):
         command = option(command)

@@ -74,6 +74,11 @@ class TreeShape:
         """The widest top-k any expansion takes."""
         return self.top_k if self.mode == "dynamic" else 1 + max((c[-1] for c in self.choices), default=0)
 
+    @staticmethod
+    def chain(k: int) -> "TreeShape":
+        """A k-token chain: the degenerate tree, and what every engine bench drafts."""
+        return TreeShape("chain", "chain", k=k)
+
     def to_dict(self) -> dict:
         data = {"mode": self.mode, "source": self.source, "levels": self.levels, "nodes": self.nodes}
         if self.mode == "dynamic":
@@ -181,7 +186,7 @@ def resolve_tree(options: TreeOptions, *, k: int, draft_kind: str, target_config
                       "(--num-steps/--eagle-topk/--num-draft-tokens) names of the tree shape were given.",
                       "Use one set: SGLang's (S, K, T) is --tree-depth S-1 --tree-top-k K --tree-tokens T.")
     if tree == "chain":
-        return TreeShape("chain", "chain", k=k)
+        return TreeShape.chain(k)
     if tree == "sglang":
         archs = target_config.get("architectures") or []
         steps, topk, tokens = next((SGLANG_DEFAULTS[a] for a in archs if a in SGLANG_DEFAULTS), SGLANG_OTHER)

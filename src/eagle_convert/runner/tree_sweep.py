@@ -64,7 +64,7 @@ def run_sweep(target: str, draft: str, *, k: int, prompts, num_prompts: int, sha
     chain = bench(target, draft, k=k, prompts=subset, baseline=True, **bench_kwargs).to_dict()
     baseline_rate = chain["overall"]["baseline_tokens_per_s"]
     rows = [_row(f"chain k={k}", chain["settings"]["tree"], chain, baseline_rate)]
-    flags = {rows[0]["shape"]: TreeShape("chain", "chain", k=k).serve_flags()}
+    flags = {rows[0]["shape"]: TreeShape.chain(k).serve_flags()}
     for shape in shapes if shapes is not None else sweep_shapes():
         data = bench(target, draft, k=k, prompts=subset, baseline=False, tree=_options(shape), **bench_kwargs)
         name = (f"dynamic T={shape.tokens} depth={shape.depth} top-k={shape.top_k}" if shape.mode == "dynamic"

@@ -1,0 +1,49 @@
+"""A draft as the engine loads it: layouts vLLM reads natively are served as they are; any other layout `convert`
+reads (a raw EAGLE-1/EAGLE-3 release, vllm-v0, SGLang) is converted to the vLLM layout in a temporary folder first,
+with the fc bias folded into the embedding when the head has one (vLLM would drop it silently)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..draft import DraftHead, load_draft
+from ..resolve import open_input
+from ..spec import EAGLE3
+
+# The layouts vLLM loads as they are stored (formats/vllm.py and formats/speculators.py).
+ENGINE_READY_LAYOUTS = ("vllm", "speculators")
+
+
+@dataclass(frozen=True)
+class EngineDraft:
+    head: DraftHead  # the draft as given (its spec is what the report names)
+    path: str  # the folder the engine loads
+    method: str  # vLLM's speculative method: "eagle" or "eagle3"
+    conversion: str | None  # what was done to make `path`, or None when the draft was served as given
+
+    def speculative_config(self, k: int) -> dict:
+        return {"method": self.method, "model": self.path, "num_speculative_tokens": k}
+
+
+def method_of(head: DraftHead) -> str:
+    return "eagle3" if head.spec.kind == EAGLE3 else "eagle"
+
+
+def prepare_draft(draft: str, target: str, workdir: Path, *, revision: str | None = None, token: str | None = None,
+                  offline: bool | None = None, drop: tuple[str, ...] = ()) -> EngineDraft:
+    """`draft` ready for vLLM: as it is, or converted under `workdir` (which the caller deletes)."""
+    from ..converter import convert
+
+    target_in = open_input(target, role="target")
+    draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft")
+    head = load_draft(draft_in.checkpoint, target_in.checkpoint.config, drop=tuple(drop))
+    if head.layout.name in ENGINE_READY_LAYOUTS and not drop and Path(draft).is_dir():
+        return EngineDraft(head, str(Path(draft).resolve()), method_of(head), None)
+    fc_bias = "fold" if head.spec.fc_bias else "error"
+    out = workdir / "draft-vllm"
+    convert(draft, target, out, to="vllm", fc_bias=fc_bias, drop=tuple(drop), revision=revision, token=token,
+            offline=offline)
+    how = f"converted from the {head.layout.name} layout to the vllm layout in a temporary folder" + (
+        " (--fc-bias fold: vLLM has no fc bias)" if head.spec.fc_bias else "")
+    return EngineDraft(head, str(out.resolve()), method_of(head), how)

@@ -1,0 +1,125 @@
+"""The vLLM side of `bench --engine vllm`: run as a script by the interpreter that has vLLM (often another venv, with
+its own torch), so it imports nothing from eagle_convert: the standard library and vllm only.
+
+  PYTHON vllm_worker.py REPLY_FD   < one JSON command per line
+
+Commands (stdin) and replies (one JSON line each, on file descriptor REPLY_FD: vLLM and its engine processes log to
+stdout and stderr, which the caller sends to a log file):
+  {"op": "start", "llm": {LLM keyword arguments}}
+      -> {"ok": true, "version", "device", "dtype", "tp", "speculative_config": {method, model, num_speculative_tokens}
+          | null, "start_s"}
+  {"op": "generate", "ids": [...], "max_tokens", "temperature", "seed", "stop_token_ids": [...]}
+      -> {"ok": true, "tokens": [...], "seconds", "counters": {num_drafts, num_draft_tokens, num_accepted_tokens,
+          num_accepted_tokens_per_pos}}   (the counters this one request moved; all zero without speculation)
+Any failure -> {"ok": false, "error": "Type: message"} and exit 1. End of stdin -> the engine is shut down, exit 0.
+The caller's `dtype: "auto"` means float32 on vLLM's CPU backend and bfloat16 elsewhere, as bench does."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+COUNTERS = {"vllm:spec_decode_num_drafts": "num_drafts", "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
+            "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens"}
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+def read_counters(llm, k: int) -> dict:
+    """vLLM's four spec-decode counters, summed over engines and labels (zeros without speculation)."""
+    from vllm.v1.metrics.reader import Counter, Vector
+
+    out = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0, "num_accepted_tokens_per_pos": [0] * k}
+    for metric in llm.get_metrics():
+        if metric.name in COUNTERS and isinstance(metric, Counter):
+            out[COUNTERS[metric.name]] += int(metric.value)
+        elif metric.name == PER_POSITION and isinstance(metric, Vector):
+            values = [int(v) for v in metric.values][:k] + [0] * max(0, k - len(metric.values))
+            out["num_accepted_tokens_per_pos"] = [a + b for a, b in zip(out["num_accepted_tokens_per_pos"], values)]
+    return out
+
+
+def difference(after: dict, before: dict) -> dict:
+    return {key: ([a - b for a, b in zip(after[key], before[key])] if isinstance(after[key], list)
+                  else after[key] - before[key]) for key in after}
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.llm = None
+        self.k = 0
+
+    def start(self, llm_kwargs: dict) -> dict:
+        t0 = time.perf_counter()
+        import vllm
+        from vllm import LLM
+        from vllm.platforms import current_platform
+
+        on_cpu = current_platform.is_cpu()
+        kwargs = dict(llm_kwargs)
+        if kwargs.get("dtype", "auto") == "auto":
+            kwargs["dtype"] = "float32" if on_cpu else "bfloat16"
+        if on_cpu:
+            kwargs.setdefault("enforce_eager", True)  # the CPU backend compiles nothing worth the wait here
+        self.llm = LLM(**kwargs)
+        start_s = time.perf_counter() - t0
+        config = self.llm.llm_engine.vllm_config
+        spec = config.speculative_config
+        self.k = spec.num_speculative_tokens if spec is not None else 0
+        return {"ok": True, "version": vllm.__version__, "device": "cpu" if on_cpu else current_platform.device_type,
+                "dtype": str(config.model_config.dtype).removeprefix("torch."),
+                "tp": config.parallel_config.tensor_parallel_size, "start_s": start_s,
+                "speculative_config": None if spec is None else {
+                    "method": spec.method, "model": spec.model, "num_speculative_tokens": spec.num_speculative_tokens}}
+
+    def generate(self, request: dict) -> dict:
+        from vllm import SamplingParams
+
+        params = SamplingParams(temperature=request["temperature"], max_tokens=request["max_tokens"],
+                                seed=request["seed"], ignore_eos=True, stop_token_ids=request["stop_token_ids"],
+                                detokenize=False)
+        before = read_counters(self.llm, self.k) if self.k else None
+        t0 = time.perf_counter()
+        output = self.llm.generate([{"prompt_token_ids": request["ids"]}], params, use_tqdm=False)[0]
+        seconds = time.perf_counter() - t0
+        counters = difference(read_counters(self.llm, self.k), before) if self.k else None
+        return {"ok": True, "tokens": list(output.outputs[0].token_ids), "seconds": seconds, "counters": counters}
+
+    def stop(self) -> None:
+        if self.llm is not None:
+            try:
+                self.llm.llm_engine.engine_core.shutdown()
+            except Exception:  # the caller ends the whole process group anyway
+                pass
+
+
+def main(argv: list[str]) -> int:
+    reply = os.fdopen(int(argv[1]), "w", buffering=1)
+    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    worker = Worker()
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            command = json.loads(line)
+            if command["op"] == "start":
+                reply.write(json.dumps(worker.start(command["llm"])) + "\n")
+            elif command["op"] == "generate":
+                reply.write(json.dumps(worker.generate(command)) + "\n")
+            else:
+                raise ValueError(f"unknown command {command['op']!r}")
+    except BaseException as error:  # report, then let the caller read the log for the engine's own root cause
+        import traceback
+
+        traceback.print_exc()
+        reply.write(json.dumps({"ok": False, "error": f"{type(error).__name__}: {error}"}) + "\n")
+        return 1
+    finally:
+        worker.stop()
+    return 0
+
+
+if __name__ == "__main__":  # vLLM spawns processes: the guard is required
+    sys.exit(main(sys.argv))
