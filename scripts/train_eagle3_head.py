@@ -148,7 +148,7 @@ def train(head: Eagle3Head, samples, evals, args, curve) -> dict:
             step += 1
             rows_seen += int((label >= 0).sum())
             if step % args.log_every == 0:
-                log(f"step {step} ep {epoch} lr {lr:.2e} loss {float(loss):.4f} "
+                log(f"step {step} ep {epoch} lr {lr:.2e} loss {float(loss.detach()):.4f} "
                     + " ".join(f"s{s}:ce {c:.3f} acc {a:.3f}" for s, (c, a) in enumerate(parts))
                     + f" | {rows_seen / (time.perf_counter() - t0):.0f} rows/s")
             if time.perf_counter() - t0 >= next_eval and evals:

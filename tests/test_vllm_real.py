@@ -65,7 +65,7 @@ def test_real_eagle3_head_bench_accepts(real_pair):
     ours = real_pair["ours"]
     assert len(ours) == 20 and all(len(p["tokens"]) == MAX_TOKENS for p in ours)
     drafted = sum(p["draft_tokens"] for p in ours)
-    assert sum(p["accepted"] for p in ours) > 0.1 * drafted
+    assert sum(p["accepted"] for p in ours) > 0.05 * drafted
 
 
 def test_real_eagle3_head_to_vllm_same_counters_and_tokens(real_pair):
