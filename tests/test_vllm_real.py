@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET = Path(os.environ.get("EAGLE_REAL_TARGET", ROOT / ".real" / "smollm2"))
 HEAD = Path(os.environ.get("EAGLE3_REAL_HEAD", ROOT / ".real" / "eagle3-smollm2"))
 EVAL_PROMPTS = ROOT / "scripts" / "data" / "real_eval_prompts.jsonl"
-K, MAX_TOKENS = 3, 48
+K, MAX_TOKENS = 3, 32
 
 
 @pytest.fixture(scope="module")
