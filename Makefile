@@ -39,7 +39,7 @@ test-vllm: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
 # 2-core CPU the first time; reused afterwards), converted and benched. Outputs under $(REAL_DIR), never committed.
 REAL_DIR ?= .real
 REAL_THREADS ?= 2
-REAL_E3_MIN_TAU ?= 1.3
+REAL_E3_MIN_TAU ?= 1.15
 real-demo: $(BIN)/eagle-convert
 	PYTHON=$(PYTHON) bash scripts/make_real_target.sh $(REAL_DIR)/smollm2
 	test -f $(REAL_DIR)/eagle1-smollm2/pytorch_model.bin || $(BIN)/python scripts/train_eagle_head.py \
