@@ -59,7 +59,7 @@ real-demo: $(BIN)/eagle-convert
 		--prompts scripts/data/real_eval_prompts.jsonl -k 3 --max-new-tokens 128 --threads $(REAL_THREADS) \
 		--min-acceptance-length $(REAL_E3_MIN_TAU)
 
-# The real pair in real vLLM (slow: 18 min on the loaded 2-core machine; not in CI): the real target, the trained EAGLE-3 head of real-demo (or,
+# The real pair in real vLLM (slow: 6-18 min on the shared 2-core machine; not in CI): the real target, the trained EAGLE-3 head of real-demo (or,
 # when there is none, a short one trained in a few minutes into $(REAL_DIR)/eagle3-smollm2-short), converted to vllm and
 # speculators; vLLM's counters and tokens must equal bench's, prompt by prompt (tests/test_vllm_real.py).
 test-vllm-real: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm

@@ -3,7 +3,7 @@
 vLLM 0.32 CPU with greedy fp32 speculative decoding on the 20 held-out prompts; vLLM's counters and tokens must equal
 `eagle-convert bench`'s on the raw release, prompt by prompt.
 
-Slow (two vLLM starts on a 135M target plus a bench: 18 min on the loaded 2-core machine), so it has its own target:
+Slow (two vLLM starts on a 135M target plus a bench: 6 min at load ~2, 18 min at load 6-8 on the 2-core machine), so it has its own target:
 `make test-vllm-real` builds the target and trains a short head when none is there. Without them this module skips
 with the reason (CI has neither): set EAGLE_REAL_TARGET / EAGLE3_REAL_HEAD or use the default .real/ folders.
 
