@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: on the project machines `torch==2.13.0` resolves to a local CPU build. Override for a GPU box.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test test-vllm vllm-env sglang-env test-sglang real-demo stress-convert stress-suite clean
+.PHONY: demo test test-vllm test-vllm-real vllm-env sglang-env test-sglang real-demo stress-convert stress-suite clean
 
 $(BIN)/eagle-convert: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,7 +33,7 @@ $(VLLM_VENV)/bin/vllm:
 vllm-env: $(VLLM_VENV)/bin/vllm
 
 test-vllm: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
-	VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -m vllm -p no:cacheprovider
+	VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -m "vllm and not real" -p no:cacheprovider
 
 # Real SGLang 0.5.23's loader (not its speculative decoding, which has no CPU kernel on any registry) in its own
 # environment, exactly as shared/docs/sglang-cpu.md's recipe A builds it (PyPI only; ~2 min, ~7 GB): the `sglang` tests.
@@ -53,6 +53,7 @@ test-sglang: $(BIN)/eagle-convert $(SGLANG_VENV)/bin/sglang-ready
 # 2-core CPU the first time; reused afterwards), converted and benched. Outputs under $(REAL_DIR), never committed.
 REAL_DIR ?= .real
 REAL_THREADS ?= 2
+REAL_E3_MIN_TAU ?= 1.15
 real-demo: $(BIN)/eagle-convert
 	PYTHON=$(PYTHON) bash scripts/make_real_target.sh $(REAL_DIR)/smollm2
 	test -f $(REAL_DIR)/eagle1-smollm2/pytorch_model.bin || $(BIN)/python scripts/train_eagle_head.py \
@@ -63,6 +64,25 @@ real-demo: $(BIN)/eagle-convert
 	$(BIN)/eagle-convert bench --target $(REAL_DIR)/smollm2 --draft $(REAL_DIR)/eagle1-smollm2-vllm-v0 \
 		--prompts scripts/data/real_eval_prompts.jsonl -k 3 --max-new-tokens 128 --threads $(REAL_THREADS) \
 		--min-acceptance-length 1.3
+	test -f $(REAL_DIR)/eagle3-smollm2/pytorch_model.bin || $(BIN)/python scripts/train_eagle3_head.py \
+		--target $(REAL_DIR)/smollm2 --out $(REAL_DIR)/eagle3-smollm2 --work $(REAL_DIR)/train --threads $(REAL_THREADS)
+	$(BIN)/eagle-convert inspect $(REAL_DIR)/eagle3-smollm2 --target $(REAL_DIR)/smollm2
+	$(BIN)/eagle-convert convert $(REAL_DIR)/eagle3-smollm2 --target $(REAL_DIR)/smollm2 \
+		-o $(REAL_DIR)/eagle3-smollm2-vllm --to vllm --force
+	$(BIN)/eagle-convert bench --target $(REAL_DIR)/smollm2 --draft $(REAL_DIR)/eagle3-smollm2-vllm \
+		--prompts scripts/data/real_eval_prompts.jsonl -k 3 --max-new-tokens 128 --threads $(REAL_THREADS) \
+		--min-acceptance-length $(REAL_E3_MIN_TAU)
+
+# The real pair in real vLLM (slow: 6-18 min on the shared 2-core machine; not in CI): the real target, the trained EAGLE-3 head of real-demo (or,
+# when there is none, a short one trained in a few minutes into $(REAL_DIR)/eagle3-smollm2-short), converted to vllm and
+# speculators; vLLM's counters and tokens must equal bench's, prompt by prompt (tests/test_vllm_real.py).
+test-vllm-real: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
+	PYTHON=$(PYTHON) bash scripts/make_real_target.sh $(REAL_DIR)/smollm2
+	head=$(REAL_DIR)/eagle3-smollm2; if [ ! -f $$head/pytorch_model.bin ]; then head=$(REAL_DIR)/eagle3-smollm2-short; \
+		test -f $$head/pytorch_model.bin || $(BIN)/python scripts/train_eagle3_head.py --target $(REAL_DIR)/smollm2 \
+		--out $$head --work $(REAL_DIR)/train --gen-minutes 4 --train-minutes 4 --threads $(REAL_THREADS) || exit 1; fi; \
+	EAGLE_REAL_TARGET=$(abspath $(REAL_DIR))/smollm2 EAGLE3_REAL_HEAD=$$(cd $$head && pwd) \
+	VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -m vllm tests/test_vllm_real.py -p no:cacheprovider
 
 # The race hunts of the CI-trust work (slow; not in CI): N CLI conversions, then the suite N times, each while two busy
 # processes keep both cores loaded. Every exit status must be 0.

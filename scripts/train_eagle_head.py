@@ -33,268 +33,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import sys
 import time
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from safetensors import safe_open
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import real_prompts  # noqa: E402
 
-# ----------------------------------------------------------------------------------------------------------- target
-
-
-def log(*args):
-    print(time.strftime("%H:%M:%S"), *args, flush=True)
-
-
-class BatchedTarget:
-    """A batched Llama forward with a slotted static KV cache (one slot per conversation in flight), for generation.
-    Returns post-norm hidden states; logits are the caller's (lm_head = tied embedding or lm_head.weight)."""
-
-    def __init__(self, target_dir: str, dtype=torch.float32):
-        cfg = json.load(open(os.path.join(target_dir, "config.json")))
-        self.cfg = cfg
-        if cfg.get("model_type") != "llama":
-            raise SystemExit(f"this trainer implements llama targets; got {cfg.get('model_type')!r}")
-        self.H = cfg["hidden_size"]
-        self.nh = cfg["num_attention_heads"]
-        self.nkv = cfg.get("num_key_value_heads") or self.nh
-        self.hd = cfg.get("head_dim") or self.H // self.nh
-        self.L = cfg["num_hidden_layers"]
-        self.eps = cfg.get("rms_norm_eps", 1e-6)
-        rope = cfg.get("rope_parameters") or {}
-        self.theta = float(cfg.get("rope_theta") or rope.get("rope_theta") or 10000.0)
-        if (cfg.get("rope_scaling") or {}).get("rope_type", "default") not in ("default", None):
-            raise SystemExit("rope scaling is not implemented in this trainer")
-        self.dtype = dtype
-        files = [f for f in os.listdir(target_dir) if f.endswith(".safetensors")]
-        t = {}
-        for name in files:
-            with safe_open(os.path.join(target_dir, name), "pt") as f:
-                for k in f.keys():
-                    t[k] = f.get_tensor(k)
-        g = lambda k: t[k].to(dtype)  # noqa: E731
-        self.embed = t["model.embed_tokens.weight"].float()  # fp32 master copy (the head's frozen embedding)
-        self.lm_head = (t["lm_head.weight"] if "lm_head.weight" in t and not cfg.get("tie_word_embeddings") else
-                        t["model.embed_tokens.weight"]).float()
-        self.embed_c, self.lm_head_c = self.embed.to(dtype), self.lm_head.to(dtype)
-        self.norm = g("model.norm.weight")
-        self.layers = []
-        for i in range(self.L):
-            p = f"model.layers.{i}."
-            qkv = torch.cat([g(p + "self_attn.q_proj.weight"), g(p + "self_attn.k_proj.weight"),
-                             g(p + "self_attn.v_proj.weight")])
-            gu = torch.cat([g(p + "mlp.gate_proj.weight"), g(p + "mlp.up_proj.weight")])
-            self.layers.append((g(p + "input_layernorm.weight"), qkv, g(p + "self_attn.o_proj.weight"),
-                                g(p + "post_attention_layernorm.weight"), gu, g(p + "mlp.down_proj.weight")))
-        self.raw = t  # for the head's initialisation
-        inv = 1.0 / (self.theta ** (torch.arange(0, self.hd, 2, dtype=torch.int64).float() / self.hd))
-        self.inv_freq = inv
-
-    def rope(self, positions: torch.Tensor):
-        freqs = positions.float()[..., None] * self.inv_freq
-        emb = torch.cat([freqs, freqs], -1)
-        return emb.cos().to(self.dtype), emb.sin().to(self.dtype)
-
-    def new_cache(self, slots: int, capacity: int):
-        shape = (slots, self.nkv, capacity, self.hd)
-        return [(torch.zeros(shape, dtype=self.dtype), torch.zeros(shape, dtype=self.dtype)) for _ in range(self.L)]
-
-    @staticmethod
-    def _rms(x, w, eps):
-        x32 = x.float()
-        return w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-
-    @torch.inference_mode()
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, cache, kv_len: int):
-        """ids/positions [B, T] for cache slots [B]; every row's earlier positions are cached. Keys are read up to
-        kv_len (> every position). Returns post-norm hidden [B, T, H] (compute dtype)."""
-        B, T = ids.shape
-        h = F.embedding(ids, self.embed_c)
-        cos, sin = self.rope(positions)  # [B, T, hd]
-        cos, sin = cos[:, None], sin[:, None]
-        half = self.hd // 2
-        kpos = torch.arange(kv_len)
-        mask = (kpos[None, None, :] <= positions[:, :, None])[:, None]  # [B, 1, T, kv_len]
-        all_slots = B == cache[0][0].shape[0] and bool((slots == torch.arange(B)).all())
-        bidx = slots[:, None].expand(B, T)
-        for (w_in, qkv, o, w_post, gu, down), (ck, cv) in zip(self.layers, cache):
-            x = self._rms(h, w_in, self.eps)
-            q, k, v = F.linear(x, qkv).split([self.nh * self.hd, self.nkv * self.hd, self.nkv * self.hd], -1)
-            q = q.view(B, T, self.nh, self.hd).transpose(1, 2)
-            k = k.view(B, T, self.nkv, self.hd).transpose(1, 2)
-            v = v.view(B, T, self.nkv, self.hd).transpose(1, 2)
-            q = q * cos + torch.cat([-q[..., half:], q[..., :half]], -1) * sin
-            k = k * cos + torch.cat([-k[..., half:], k[..., :half]], -1) * sin
-            ck[bidx, :, positions] = k.transpose(1, 2)
-            cv[bidx, :, positions] = v.transpose(1, 2)
-            keys = ck[:, :, :kv_len] if all_slots else ck[slots, :, :kv_len]
-            vals = cv[:, :, :kv_len] if all_slots else cv[slots, :, :kv_len]
-            a = F.scaled_dot_product_attention(q, keys, vals, attn_mask=mask, enable_gqa=True)
-            h = h + F.linear(a.transpose(1, 2).reshape(B, T, -1), o)
-            x = self._rms(h, w_post, self.eps)
-            gate, up = F.linear(x, gu).chunk(2, -1)
-            h = h + F.linear(F.silu(gate) * up, down)
-        return self._rms(h, self.norm, self.eps)
-
-
-# ------------------------------------------------------------------------------------------------------------- data
-
-
-@dataclass
-class Sample:
-    tokens: torch.Tensor  # [L] int64
-    features: torch.Tensor  # [L - 1, H] float32: f_p for every position the target was fed
-    answer: torch.Tensor  # [L] bool: token p was produced by the target (greedy) -> a training label
-    conv: int = -1  # index of the conversation it answers
-
-
-def load_samples(path: str) -> list[Sample]:
-    return [Sample(**d) for d in torch.load(path, weights_only=True)]
-
-
-class Tok:
-    def __init__(self, target_dir):
-        from transformers import AutoTokenizer
-        self.tok = AutoTokenizer.from_pretrained(target_dir)
-        gen = json.load(open(os.path.join(target_dir, "generation_config.json")))
-        eos = gen.get("eos_token_id", self.tok.eos_token_id)
-        self.eos = set(eos if isinstance(eos, list) else [eos])
-        if self.tok.eos_token_id is not None:
-            self.eos.add(self.tok.eos_token_id)
-
-    def prompt_ids(self, turns: list[str], answers: list[str]) -> list[int]:
-        msgs = []
-        for i, u in enumerate(turns):
-            msgs.append({"role": "user", "content": u})
-            if i < len(answers):
-                msgs.append({"role": "assistant", "content": answers[i]})
-        text = self.tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        return self.tok(text, add_special_tokens=False)["input_ids"]
-
-    def decode(self, ids):
-        return self.tok.decode([i for i in ids if i not in self.eos], skip_special_tokens=True)
-
-
-def generate_data(target: BatchedTarget, tok: Tok, conversations: list[list[str]], *, batch: int, max_new: int,
-                  minutes: float, temperature: float = 0.0, seed: int = 0, label: str = "") -> list[Sample]:
-    """Continuous-batching greedy generation. Conversations with two user turns are answered twice: the second prompt
-    contains the target's own first answer (re-rendered by the chat template, as the bench does), and only the full
-    two-turn sequence is kept (its first turn is a prefix). Stops taking new work after `minutes`; rows still in
-    flight are kept as truncated samples."""
-    gen = torch.Generator().manual_seed(seed)
-    capacity = 2 * max_new + 400
-    cache = target.new_cache(batch, capacity)
-    queue = [(ci, 0, []) for ci in range(len(conversations))]  # (conversation, turn, earlier answers)
-    queue.reverse()
-    slot = [None] * batch  # dict per active slot
-    samples: list[Sample] = []
-    t0 = time.perf_counter()
-    produced = 0
-    last_log = t0
-
-    def finish(s, truncated=False):
-        conv = conversations[s["ci"]]
-        tokens = s["prompt"] + s["gen"]
-        feats = torch.cat(s["feats"])[: len(tokens) - 1].float()
-        answer = torch.zeros(len(tokens), dtype=torch.bool)
-        answer[len(s["prompt"]):] = True
-        for start, n in s["earlier_spans"]:
-            answer[start:start + n] = True
-        if not truncated and s["turn"] + 1 < len(conv):
-            # queue the next turn, carrying the answer spans that stay valid in the re-rendered prompt
-            answers = s["answers"] + [tok.decode(s["gen"])]
-            queue.append((s["ci"], s["turn"] + 1, answers, s["earlier_spans"] + [(len(s["prompt"]), len(s["gen"]))],
-                          s["gen"]))
-            return
-        samples.append(Sample(torch.tensor(tokens), feats, answer, s["ci"]))
-
-    def start(b):
-        while queue:
-            item = queue.pop()
-            ci, turn, answers = item[:3]
-            prompt = tok.prompt_ids(conversations[ci][: turn + 1], answers)
-            spans = []
-            if turn:
-                prev_spans, prev_gen = item[3], item[4]
-                start_, n = prev_spans[-1]
-                # keep the previous answer's label span only where re-tokenisation reproduced the generated ids
-                if prompt[start_:start_ + n] == prev_gen:
-                    spans = prev_spans
-                else:
-                    spans = prev_spans[:-1]
-            if len(prompt) + max_new + 1 > capacity:
-                continue
-            ids = torch.tensor([prompt])
-            h = target.forward(ids, torch.arange(len(prompt))[None], torch.tensor([b]), cache, len(prompt))
-            logits = F.linear(h[0, -1:], target.lm_head_c).float()
-            nxt = pick(logits)[0]
-            slot[b] = {"ci": ci, "turn": turn, "answers": answers, "prompt": prompt, "gen": [int(nxt)],
-                       "feats": [h[0].float()], "earlier_spans": spans, "pos": len(prompt)}
-            return True
-        slot[b] = None
-        return False
-
-    def pick(logits):
-        if temperature == 0:
-            return logits.argmax(-1)
-        return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen)[:, 0]
-
-    accepting = True
-    for b in range(batch):
-        start(b)
-    while any(s is not None for s in slot):
-        active = [b for b in range(batch) if slot[b] is not None]
-        if accepting and time.perf_counter() - t0 > minutes * 60:
-            accepting = False
-            queue.clear()
-            log(f"{label}time budget reached: harvesting {len(active)} rows in flight")
-            for b in active:
-                finish(slot[b], truncated=True)
-                slot[b] = None
-            break
-        # every slot runs (an idle one decodes a dummy token at position 0): no cache gathering, one batched pass
-        ids = torch.tensor([[slot[b]["gen"][-1] if slot[b] else 0] for b in range(batch)])
-        pos = torch.tensor([[slot[b]["pos"] if slot[b] else 0] for b in range(batch)])
-        kv_len = int(pos.max()) + 1
-        h = target.forward(ids, pos, torch.arange(batch), cache, kv_len)  # [B, 1, H]
-        logits = F.linear(h[:, 0], target.lm_head_c).float()
-        nxt = pick(logits).tolist()
-        produced += len(active)
-        for b in active:
-            j = b
-            s = slot[b]
-            s["feats"].append(h[j].float())
-            s["pos"] += 1
-            s["gen"].append(nxt[j])
-            if nxt[j] in tok.eos or len(s["gen"]) >= max_new:
-                finish(s)
-                start(b)
-        now = time.perf_counter()
-        if now - last_log > 60:
-            last_log = now
-            log(f"{label}generated {produced} tokens in {now - t0:.0f}s ({produced / (now - t0):.0f} tok/s), "
-                f"{len(samples)} samples done, {len(queue)} queued, {len(active)} active")
-    dt = time.perf_counter() - t0
-    log(f"{label}done: {produced} generated tokens in {dt:.0f}s ({produced / max(dt, 1e-9):.0f} tok/s), "
-        f"{len(samples)} samples")
-    return samples
+from eagle_train_data import BatchedTarget, Sample, Tok, add_data_args, ensure_data, load_samples, log  # noqa: E402
+from eagle_train_loop import (  # noqa: E402
+    ChainStats, answer_label_counts, collate, lr_at, make_batches, rms, unrolled_attention,
+)
 
 
 # ------------------------------------------------------------------------------------------------------------- head
-
-
-def rms(x, w, eps):
-    x32 = x.float()
-    return w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 class Eagle1Head(nn.Module):
@@ -336,8 +92,6 @@ class Eagle1Head(nn.Module):
         if noise:
             feats = feats + (torch.rand_like(feats) - 0.5) * noise
         outs, ks, vs = [], [], []
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
-        scale = 1.0 / math.sqrt(self.hd)
         rep = self.nh // self.nkv
         f_in = feats
         for s in range(steps):
@@ -347,29 +101,7 @@ class Eagle1Head(nn.Module):
             v = self.v_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2)
             ks.append(k)
             vs.append(v)
-            if s == 0:
-                a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            else:
-                # row p of step s attends to step-0 keys at rows <= p - s and to step r keys at row p - s + r
-                k0 = ks[0].repeat_interleave(rep, 1)
-                v0 = vs[0].repeat_interleave(rep, 1)
-                sc0 = (q @ k0.transpose(-1, -2)) * scale
-                sc0 = sc0.masked_fill(~causal.tril(-s)[None, None], float("-inf"))
-                extra_s, extra_v = [], []
-                for r in range(1, s + 1):
-                    kr = ks[r].repeat_interleave(rep, 1)
-                    vr = vs[r].repeat_interleave(rep, 1)
-                    shift = s - r  # row p pairs with row p - shift of step r
-                    if shift:
-                        kr = F.pad(kr, (0, 0, shift, 0))[:, :, :T]
-                        vr = F.pad(vr, (0, 0, shift, 0))[:, :, :T]
-                    extra_s.append((q * kr).sum(-1, keepdim=True) * scale)
-                    extra_v.append(vr)
-                probs = torch.softmax(torch.cat([sc0] + extra_s, -1), -1)
-                probs = torch.nan_to_num(probs)  # rows p < s have no step-0 key... and are masked anyway
-                a = probs[..., :T] @ v0
-                for r in range(s):
-                    a = a + probs[..., T + r:T + r + 1] * extra_v[r]
+            a = unrolled_attention(q, ks, vs, rep)
             y = x + self.o_proj(a.transpose(1, 2).reshape(B, T, -1))
             xn = rms(y, self.post_norm, self.eps)
             out = y + self.down_proj(F.silu(self.gate_proj(xn)) * self.up_proj(xn))
@@ -454,48 +186,6 @@ def init_head(head: Eagle1Head, target: BatchedTarget, mode: str, fc_mode: str, 
         head.down_proj.weight.mul_(branch_scale)
 
 
-# --------------------------------------------------------------------------------------------------------- batching
-
-
-def make_batches(samples: list[Sample], max_tokens: int, max_len: int, rng: random.Random | None):
-    """Length-bucketed batches of sample indices (long samples are cut at max_len)."""
-    order = sorted(range(len(samples)), key=lambda i: len(samples[i].tokens))
-    batches, cur, cur_max = [], [], 0
-    for i in order:
-        n = min(len(samples[i].tokens), max_len)
-        if cur and max(cur_max, n) * (len(cur) + 1) > max_tokens:
-            batches.append(cur)
-            cur, cur_max = [], 0
-        cur.append(i)
-        cur_max = max(cur_max, n)
-    if cur:
-        batches.append(cur)
-    if rng is not None:
-        rng.shuffle(batches)
-    return batches
-
-
-def collate(samples: list[Sample], idx: list[int], max_len: int, ce_map: torch.Tensor | None):
-    """Rows p = 0..T-1: token_next[p] = t_{p+1}, feat[p] = f_p, target[p] = f_{p+1}, label[p] = t_{p+2} (answer
-    tokens only, else -1). T = (sequence length - 2)."""
-    T = min(max(len(samples[i].tokens) for i in idx), max_len) - 2
-    H = samples[idx[0]].features.shape[1]
-    B = len(idx)
-    tok_next = torch.zeros(B, T, dtype=torch.long)
-    feat = torch.zeros(B, T + 1, H)
-    label = torch.full((B, T), -1, dtype=torch.long)
-    for j, i in enumerate(idx):
-        s = samples[i]
-        L = min(len(s.tokens), max_len)
-        n = L - 2
-        tok_next[j, :n] = s.tokens[1:n + 1]
-        feat[j, :n + 1] = s.features[:n + 1]
-        lab = s.tokens[2:n + 2].clone()
-        lab[~s.answer[2:n + 2]] = -1
-        label[j, :n] = lab
-    return tok_next, feat[:, :T], feat[:, 1:T + 1], label
-
-
 # ---------------------------------------------------------------------------------------------------------- metrics
 
 
@@ -507,49 +197,13 @@ def evaluate(head: Eagle1Head, samples: list[Sample], k: int = 5, max_len: int =
         with torch.autocast("cpu", dtype=torch.bfloat16):
             return evaluate(head, samples, k, max_len)
     head.eval()
-    hits = total = 0
-    accepted = [0] * (k + 1)  # accepted[j] = chains whose first j drafts were all accepted
-    chains = 0
-    # The bench's rounds: a chain starts after the first answer token and the next one right after the
-    # emitted bonus token, so hard stretches (one token per round) weigh more than in the every-position average.
-    walk_rounds = [0] * (k + 1)
-    walk_accepted = [[0] * (k + 1) for _ in range(k + 1)]  # [kk][m]: rounds of a k=kk walk that accepted >= m
+    stats = ChainStats(k)
     for s in samples:
         tok_next, feat, _, label = collate([s], [0], max_len, None)
         outs = head.unrolled(tok_next, feat, k)
-        preds = [F.linear(o[0], head.lm_head).argmax(-1) for o in outs]  # [T] each, full vocab
-        lab = label[0]
-        T = len(lab)
-        ok0 = lab >= 0
-        hits += int((preds[0][ok0] == lab[ok0]).sum())
-        total += int(ok0.sum())
-        for j in range(T):  # chain started at row j: step s at row j + s predicts label[j + s]
-            if lab[j] < 0:
-                continue
-            chains += 1
-            a = 0
-            while a < k and j + a < T and lab[j + a] >= 0 and int(preds[a][j + a]) == int(lab[j + a]):
-                a += 1
-            for m in range(1, a + 1):
-                accepted[m] += 1
-        answer_rows = ok0.nonzero().flatten().tolist()
-        for kk in range(1, k + 1):
-            j = answer_rows[0] if answer_rows else T
-            while j < T and lab[j] >= 0:
-                a = 0
-                while a < kk and j + a < T and lab[j + a] >= 0 and int(preds[a][j + a]) == int(lab[j + a]):
-                    a += 1
-                walk_rounds[kk] += 1
-                for m in range(1, a + 1):
-                    walk_accepted[kk][m] += 1
-                j += a + 1
+        stats.add([F.linear(o[0], head.lm_head).argmax(-1) for o in outs], label[0])  # full vocab
     head.train()
-    rates = [accepted[m] / max(chains, 1) for m in range(1, k + 1)]
-    walk_tau = [1 + sum(walk_accepted[kk][1:]) / max(walk_rounds[kk], 1) for kk in range(1, k + 1)]
-    return {"top1": hits / max(total, 1), "rows": total,
-            "tau": [1 + sum(rates[:kk]) for kk in range(1, k + 1)], "per_position": rates,
-            "bench_like_tau": walk_tau,
-            "bench_like_per_position_k5": [walk_accepted[k][m] / max(walk_rounds[k], 1) for m in range(1, k + 1)]}
+    return stats.result()
 
 
 # ------------------------------------------------------------------------------------------------------------ train
@@ -563,10 +217,7 @@ def train(head, samples, evals, args, log_rows):
                              {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
     # CE over the most frequent label tokens (full-vocab CE costs 10x the rest of the head); rows whose label is
     # outside that set keep only the regression loss. Evaluation always uses the full vocab.
-    counts = torch.zeros(head.embed.shape[0], dtype=torch.long)
-    for s in samples:
-        lab = s.tokens[2:][s.answer[2:]]
-        counts += torch.bincount(lab, minlength=len(counts))
+    counts = answer_label_counts(samples, head.embed.shape[0])
     if args.ce_vocab and args.ce_vocab < len(counts):
         keep = counts.argsort(descending=True)[: args.ce_vocab]
         keep = keep.sort().values
@@ -596,8 +247,7 @@ def train(head, samples, evals, args, log_rows):
                 done = True
                 break
             frac = elapsed / budget
-            warm = min(1.0, (step + 1) / args.warmup_steps)
-            lr = args.lr * warm * (args.min_lr_ratio + (1 - args.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * frac)))
+            lr = lr_at(args.lr, step, args.warmup_steps, frac, args.min_lr_ratio)
             for g in opt.param_groups:
                 g["lr"] = lr
             tok_next, feat, target, label = collate(samples, idx, args.max_len, ce_map)
@@ -739,19 +389,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2,
                     help="torch threads; on a machine shared with other jobs 1 is much faster (no OpenMP stalls)")
     ap.add_argument("--seed", type=int, default=0)
-    g = ap.add_argument_group("data")
-    g.add_argument("--num-conversations", type=int, default=4000, help="upper bound; the time budget usually stops first")
-    g.add_argument("--conversation-offset", type=int, default=0,
-                   help="skip the first N prompt-set conversations (a second data shard)")
-    g.add_argument("--extra-data", nargs="*", default=[], metavar="WORK",
-                   help="train on these other --work folders' data.pt too")
-    g.add_argument("--gen-minutes", type=float, default=22)
-    g.add_argument("--gen-batch", type=int, default=256)
-    g.add_argument("--max-new-tokens", type=int, default=300)
-    g.add_argument("--gen-dtype", choices=["float32", "bfloat16"], default="bfloat16",
-                   help="bf16 (AMX) generates ~3x faster; its greedy tokens = fp32 argmax at 98.9%% of positions")
-    g.add_argument("--eval-prompts", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
-                                                            "real_eval_prompts.jsonl"))
+    add_data_args(ap)
     g = ap.add_argument_group("training")
     g.add_argument("--train-minutes", type=float, default=30)
     g.add_argument("--max-train-steps", type=int, default=0)
@@ -787,31 +425,7 @@ def main():
     t_all = time.perf_counter()
     target = BatchedTarget(args.target, dtype=getattr(torch, args.gen_dtype))
     tok = Tok(args.target)
-    data_path = os.path.join(args.work, "data.pt")
-    eval_path = os.path.join(args.work, "eval_data.pt")
-    gen_info_path = os.path.join(args.work, "data_info.json")
-
-    if not os.path.exists(data_path):
-        # One continuous batch: the held-out conversations first (answered for the learning curve only), then ours.
-        real_prompts.check_disjoint()
-        evals_conv = [json.loads(line)["turns"] for line in open(args.eval_prompts)]
-        convs = real_prompts.train_conversations(args.conversation_offset + args.num_conversations,
-                                                 seed=args.seed)[args.conversation_offset:]
-        t = time.perf_counter()
-        samples = generate_data(target, tok, evals_conv + convs, batch=args.gen_batch, max_new=args.max_new_tokens,
-                                minutes=args.gen_minutes, seed=args.seed)
-        gen_seconds = time.perf_counter() - t
-        evals = [x for x in samples if x.conv < len(evals_conv)]
-        samples = [x for x in samples if x.conv >= len(evals_conv)]
-        torch.save([vars(x) for x in evals], eval_path)
-        torch.save([vars(x) for x in samples], data_path)
-        info = {"conversations": len(samples), "tokens": sum(len(s.tokens) for s in samples),
-                "answer_tokens": sum(int(s.answer.sum()) for s in samples), "gen_seconds": gen_seconds,
-                "gen_dtype": args.gen_dtype, "gen_batch": args.gen_batch, "max_new_tokens": args.max_new_tokens}
-        json.dump(info, open(gen_info_path, "w"), indent=2)
-    samples = load_samples(data_path)
-    evals = load_samples(eval_path)
-    info = json.load(open(gen_info_path))
+    samples, evals, info = ensure_data(target, tok, args.work, args)
     if args.train_minutes <= 0:
         log(f"data only: {info}")
         return

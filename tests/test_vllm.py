@@ -34,8 +34,8 @@ def releases(tmp_path_factory):
     return build_releases(tmp_path_factory.mktemp("vllm"))
 
 
-def our_counters(target, draft, prompts) -> list[dict]:
-    report = eagle_convert.bench(str(target), str(draft), k=K, max_new_tokens=MAX_TOKENS, prompts=str(prompts),
+def our_counters(target, draft, prompts, *, k=K, max_tokens=MAX_TOKENS) -> list[dict]:
+    report = eagle_convert.bench(str(target), str(draft), k=k, max_new_tokens=max_tokens, prompts=str(prompts),
                                  dtype="float32", device="cpu", ignore_eos=True, baseline=False)
     out = []
     for p in report.to_dict()["prompts"]:
@@ -46,11 +46,12 @@ def our_counters(target, draft, prompts) -> list[dict]:
     return out
 
 
-def vllm_counters(draft, *, target=None, method=None, cwd=None) -> dict:
-    args = [VLLM_PYTHON, str(ROOT / "scripts" / "vllm_spec_run.py"), "--draft", str(draft), "-k", str(K),
-            "--max-tokens", str(MAX_TOKENS), "--prompt-ids", json.dumps(PROMPTS)]
+def vllm_counters(draft, *, target=None, method=None, cwd=None, prompt_ids=PROMPTS, k=K, max_tokens=MAX_TOKENS,
+                  extra_args=()) -> dict:
+    args = [VLLM_PYTHON, str(ROOT / "scripts" / "vllm_spec_run.py"), "--draft", str(draft), "-k", str(k),
+            "--max-tokens", str(max_tokens), "--prompt-ids", json.dumps(prompt_ids), *extra_args]
     args += ["--target", str(target), "--method", method] if method else ["--speculators"]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=600, cwd=cwd)
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, cwd=cwd)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
