@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import save
 
 from eagle_convert.io import hub as H
+from eagle_convert.resolve import open_input
 from hubserver import HubServer, run_json, use_in_process
 
 V, D = 1000, 256  # each shard holds about 1 MB
@@ -129,7 +130,7 @@ def test_checkpoint_over_a_repo_fetches_only_what_it_reads(env):
     from eagle_convert.io.read import read_tensor
 
     server, files, tensors, _ = env
-    inp = H.open_repo_input("org/target", role="target")
+    inp = open_input("org/target", role="target")
     assert inp.commit_sha == server.commit_sha("org/target") and inp.local_dir is None
     lm = read_tensor(inp.checkpoint, inp.checkpoint.ref("lm_head.weight"))
     assert torch.equal(lm, tensors["lm_head.weight"])
@@ -143,7 +144,7 @@ def test_checkpoint_over_a_repo_fetches_only_what_it_reads(env):
                                              "model.safetensors.index.json": small - len(files["config.json"]),
                                              SHARDS[2]: 8 + n + lm.numel() * 4}
     server.reset_counts()  # second run: one repo-info request, no file bytes
-    again = H.open_repo_input("org/target", role="target")
+    again = open_input("org/target", role="target")
     assert torch.equal(read_tensor(again.checkpoint, again.checkpoint.ref("lm_head.weight")), lm)
     assert [h.kind for h in server.requests()] == ["info"] and again.checkpoint.source.fetched == {}
 
@@ -152,7 +153,7 @@ def test_a_draft_downloads_whole_files(env):
     from eagle_convert.io.read import read_tensor
 
     server, files, tensors, _ = env
-    inp = H.open_repo_input("org/target", role="draft")
+    inp = open_input("org/target", role="draft")
     norm = read_tensor(inp.checkpoint, inp.checkpoint.ref("model.norm.weight"))
     assert torch.equal(norm, tensors["model.norm.weight"])
     assert server.file_bytes("org/target", SHARDS[2]) == len(files[SHARDS[2]])
@@ -188,6 +189,7 @@ def test_environment_read_at_import_in_a_subprocess(env):
     code = f"""
 import json
 from eagle_convert.io import hub as H
+from eagle_convert.resolve import open_input
 ref = H.resolve_repo("org/target")
 print(json.dumps([ref.offline, ref.commit_sha, H.cache_root().as_posix(),
                   bytes(H.read_range(ref, "{SHARDS[2]}", {offset}, {nbytes}, key="lm_head.weight")).hex()]))

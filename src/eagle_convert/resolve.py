@@ -64,10 +64,12 @@ def open_input(name: str | Path, *, revision: str | None = None, token: str | No
         ckpt = open_checkpoint(LocalSource(path), ranked, pattern)
         return InputRef(text, ckpt, path, notes=notes + list(ckpt.notes))
     if REPO_ID.match(text) and not path.exists():
-        from .io.hub import open_repo_input  # imported late: huggingface_hub reads its environment at import
+        from .io.hub import open_repo_source  # imported late: huggingface_hub reads its environment at import
 
-        return open_repo_input(text, revision=revision, token=token, offline=offline, role=role, quiet=quiet,
-                               ranges=ranges, pattern=pattern, ranked=ranked)
+        source, notes = open_repo_source(text, revision=revision, token=token, offline=offline, role=role,
+                                         quiet=quiet, ranges=ranges)
+        ckpt = open_checkpoint(source, ranked, pattern)
+        return InputRef(text, ckpt, None, repo_id=text, commit_sha=source.revision(), notes=notes + list(ckpt.notes))
     if path.exists():
         raise LayoutError(f"The {role} {text} is a file, not a folder.",
                           "Pass the folder that holds config.json and the weights.")

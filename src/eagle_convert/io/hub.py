@@ -447,17 +447,12 @@ class HubSource:
         return self.ref.commit_sha
 
 
-def open_repo_input(repo_id: str, *, revision: str | None = None, token: str | None = None,
-                    offline: bool | None = None, role: str = "draft", quiet: bool = False, ranges: bool | None = None,
-                    pattern: str | None = None, ranked: bool = False):
-    """What resolve.open_input returns for a repo id: a Checkpoint over a HubSource (ranges for a target, whole
-    files for a draft), with the commit sha for provenance."""
-    from ..resolve import InputRef, open_checkpoint
-
+def open_repo_source(repo_id: str, *, revision: str | None = None, token: str | None = None,
+                     offline: bool | None = None, role: str = "draft", quiet: bool = False,
+                     ranges: bool | None = None) -> tuple[HubSource, list[str]]:
+    """The files of a repo id at one commit (byte ranges for a target, whole files for a draft), and the notes the
+    user sees about how it was resolved. resolve.open_input builds the checkpoint on it."""
     ref = resolve_repo(repo_id, revision, token, offline)
     notes = [f"{repo_id}@{ref.revision} resolved from the local cache (commit {ref.commit_sha})"
              ] if ref.from_cache else []
-    source = HubSource(ref, ranges=(role == "target") if ranges is None else ranges, quiet=quiet)
-    ckpt = open_checkpoint(source, ranked, pattern)
-    notes += list(ckpt.notes)
-    return InputRef(repo_id, ckpt, None, repo_id=repo_id, commit_sha=ref.commit_sha, notes=notes)
+    return HubSource(ref, ranges=(role == "target") if ranges is None else ranges, quiet=quiet), notes
