@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import eagle_convert
+from eagle_convert.runner.tree_shapes import TreeOptions
 from eagle_convert import errors
 from eagle_convert.checkpoint import Checkpoint
 from eagle_convert.draft import load_draft, tensor_reader
@@ -396,3 +397,60 @@ def test_bench_runs_each_variant_and_its_conversion_alike(built, name, tmp_path)
                          for r in runs)
     assert source == converted
     assert runs[0]["settings"]["aux_layer_ids"] == list(VARIANTS[name].get("aux_ids", (0, 1, 3)) or [])
+
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_tree_drafting_runs_every_variant_losslessly(built, name):
+    """Trees call the head through the same forward as chains: every variant drafts a dynamic tree whose output is the
+    target's own greedy output."""
+    root, _, _ = built
+    report = eagle_convert.bench(str(root / target_of(name)), str(root / name), max_new_tokens=12,
+                                 prompts=["t10 t11 t12", "t40 t7 t99"],
+                                 tree=TreeOptions(tree="dynamic", depth=2, top_k=3, tokens=8)).to_dict()
+    assert report["settings"]["tree"]["mode"] == "dynamic"
+    assert report["lossless"] == {**report["lossless"], "mode": "exact", "identical": True}
+    assert report["overall"]["acceptance"]["drafted"] == 7 * report["overall"]["acceptance"]["drafts"] > 0
+
+
+@pytest.mark.parametrize("name", ["two_layers", "eagle31", "norm_before_residual", "aux4_norm_before_fc", "qwen3",
+                                  "no_aux", "wide_target"])
+def test_variant_tree_rows_equal_each_nodes_own_chain(built, name):
+    """Lossless output cannot show a tree row that sees the wrong rows (verification repairs it): every node's draft
+    score must equal the head's log-probs along its path run as a plain chain on a fresh head, so each row of every
+    layer of every variant sees exactly its ancestors."""
+    from eagle_convert.runner.heads import aux_layer_ids_for
+    from eagle_convert.runner.bench import load_target
+    from eagle_convert.runner.tree_draft import draft_tree
+    from eagle_convert.runner.tree_shapes import dynamic_tree
+
+    root, targets, _ = built
+    target_dir = root / target_of(name)
+    spec = load(root / name, target_dir).spec
+    target = load_target(target_dir, dtype=torch.float32, device="cpu",
+                         aux_layer_ids=aux_layer_ids_for(spec, TARGET.num_hidden_layers))
+    tensors = targets["wide" if VARIANTS[name].get("wide") else "narrow"]
+    ids = [3, 17, 40, 8, 99, 12]
+    n = len(ids)
+    out = target(torch.tensor([ids]), range(n))
+    root_token = out.logits[0, -1].argmax()
+    context = torch.tensor([ids[1:] + [int(root_token)]])
+
+    def first_step(head):
+        return head(context, head.target_feature(out), range(n), from_target=True, last_logits_only=True)
+
+    head = runner_head(root / name, tensors, target_dir)[0]
+    tree = draft_tree(head, first_step(head), root_token, n, dynamic_tree(2, 3, 10))
+    assert tree.depths.max() == 3
+    to_draft = {int(t): i for i, t in enumerate(head.draft_to_target.tolist())} if head.draft_to_target is not None \
+        else {i: i for i in range(TARGET.vocab_size)}
+    for node in range(1, tree.size):
+        path = tree.paths[(tree.paths == node).any(1)][0]
+        path = path[: int((path == node).nonzero()) + 1].tolist()
+        fresh = runner_head(root / name, tensors, target_dir)[0]
+        step, score = first_step(fresh), 0.0
+        for depth, child in enumerate(path[1:], start=1):
+            score += float(torch.log_softmax(step.logits[0, -1].float(), -1)[to_draft[int(tree.tokens[child])]])
+            step = fresh(tree.tokens[child].view(1, 1), step.hidden[:, -1:], range(n - 1 + depth, n + depth),
+                         from_target=False)
+        assert abs(score - float(tree.scores[node])) < 1e-4, node
