@@ -200,33 +200,43 @@ def test_accept_sampled_emits_the_target_distribution():
     assert bonus.sum() > 500 and chi_square(bonus, p[2]) < CHI2_999[4]
 
 
-def test_speculative_sampling_matches_the_target_distribution():
-    """End to end at temperature 1.25 on an 8-token vocabulary: the marginals of generated tokens 2..4 (which come
-    from accepted drafts, residual resamples and bonus tokens) against exact target probabilities."""
-    vocab, temperature, k, runs = 8, 1.25, 2, 600
+def sampling_pair(vocab: int = 8):
+    """A tiny pair on an 8-token vocabulary with a flat target distribution (every token matters to the test)."""
     config = tiny_config(vocab_size=vocab, hidden_size=16, intermediate_size=32, num_attention_heads=2,
                          num_key_value_heads=1)
     weights = random_target_weights(config, seed=3)
     weights["lm_head.weight"] *= 0.5  # a flatter target distribution makes the test sensitive to every token
     spec = draft_spec_for(config, EAGLE1)
-    target, head = build_pair(config, weights, spec, random_head_weights(spec, seed=4))
-    ids = [1, 5, 2]
+    return build_pair(config, weights, spec, random_head_weights(spec, seed=4))
 
+
+def exact_marginals(target, ids: list[int], temperature: float, positions: int, vocab: int) -> list[torch.Tensor]:
+    """The exact marginal distribution of generated tokens 2..positions+1, by enumerating every prefix."""
     def next_probs(context):
         logits = target(torch.tensor([context]), range(len(context)), last_logits_only=True).logits[0, -1]
         return torch.softmax(logits / temperature, -1)
 
-    # exact marginals by enumerating prefixes: P(x1..x3), then marginals of x2, x3, x4
-    exact = [torch.zeros(vocab) for _ in range(3)]
-    p1 = next_probs(ids)
-    for a in range(vocab):
-        p2 = next_probs(ids + [a]) * p1[a]
-        exact[0] += p2
-        for b in range(vocab):
-            p3 = next_probs(ids + [a, b]) * p2[b]
-            exact[1] += p3
-            for c in range(vocab):
-                exact[2] += next_probs(ids + [a, b, c]) * p3[c]
+    exact = [torch.zeros(vocab) for _ in range(positions)]
+
+    def walk(context, weight, depth):
+        p = next_probs(context) * weight
+        if depth > 0:
+            exact[depth - 1] += p
+        if depth < positions:
+            for token in range(vocab):
+                walk(context + [token], p[token], depth + 1)
+
+    walk(ids, torch.tensor(1.0), 0)
+    return exact
+
+
+def test_speculative_sampling_matches_the_target_distribution():
+    """End to end at temperature 1.25 on an 8-token vocabulary: the marginals of generated tokens 2..4 (which come
+    from accepted drafts, residual resamples and bonus tokens) against exact target probabilities."""
+    vocab, temperature, k, runs = 8, 1.25, 2, 600
+    target, head = sampling_pair(vocab)
+    ids = [1, 5, 2]
+    exact = exact_marginals(target, ids, temperature, 3, vocab)
 
     g = torch.Generator().manual_seed(11)
     counts = torch.zeros(3, vocab)

@@ -13,9 +13,8 @@ from eagle_convert.runner.tree_draft import draft_tree
 from eagle_convert.runner.tree_shapes import MC_SIM_7B_63, dynamic_tree, static_tree
 from eagle_convert.runner.tree_speculate import tree_generate
 from eagle_convert.spec import EAGLE1, EAGLE3
-from runner_fixtures import agreeing_eagle1_head, build_pair, draft_spec_for, memoryless_target, random_head_weights, \
-    random_target_weights, tiny_config
-from test_speculate import CHI2_999, chi_square, prompt, random_pair
+from runner_fixtures import agreeing_eagle1_head, build_pair, memoryless_target
+from test_speculate import CHI2_999, chi_square, exact_marginals, prompt, random_pair, sampling_pair
 
 SHAPES = {
     "dynamic-3-4-16": dynamic_tree(3, 4, 16),
@@ -144,26 +143,10 @@ def test_tree_sampling_matches_the_target_distribution(shape):
     """End to end at temperature 1.25 on an 8-token vocabulary: marginals of generated tokens 2..3 (accepted nodes,
     residual samples and bonus tokens) against exact target probabilities."""
     vocab, temperature, runs = 8, 1.25, 300
-    config = tiny_config(vocab_size=vocab, hidden_size=16, intermediate_size=32, num_attention_heads=2,
-                         num_key_value_heads=1)
-    weights = random_target_weights(config, seed=3)
-    weights["lm_head.weight"] *= 0.5
-    spec = draft_spec_for(config, EAGLE1)
     tree_shape = SHAPES[shape] if shape != "static-uneven" else static_tree([[0], [2], [0, 1], [2, 0]], "test")
-    target, head = build_pair(config, weights, spec, random_head_weights(spec, seed=4))
+    target, head = sampling_pair(vocab)
     ids = [1, 5, 2]
-
-    def next_probs(context):
-        logits = target(torch.tensor([context]), range(len(context)), last_logits_only=True).logits[0, -1]
-        return torch.softmax(logits / temperature, -1)
-
-    exact = [torch.zeros(vocab) for _ in range(2)]
-    p1 = next_probs(ids)
-    for a in range(vocab):
-        p2 = next_probs(ids + [a]) * p1[a]
-        exact[0] += p2
-        for b in range(vocab):
-            exact[1] += next_probs(ids + [a, b]) * p2[b]
+    exact = exact_marginals(target, ids, temperature, 2, vocab)
     g = torch.Generator().manual_seed(11)
     counts = torch.zeros(2, vocab)
     accepted = []
