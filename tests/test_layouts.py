@@ -148,7 +148,7 @@ def test_golden_eagle3_to_every_layout(tmp_path):
     sc = spec_cfg["speculators_config"]
     assert sc["algorithm"] == "eagle3" and sc["default_proposal_method"] == "greedy"
     assert sc["proposal_methods"][0]["speculative_tokens"] == 3
-    assert sc["verifier"]["name_or_path"] == str(root / "target")
+    assert sc["verifier"]["name_or_path"] == str((root / "target").resolve())  # absolute, links resolved
     assert sc["verifier"]["architectures"] == ["LlamaForCausalLM"]
     assert json.loads((tmp_path / "sglang" / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]
 
