@@ -169,6 +169,14 @@ def test_engine_options_without_an_engine_are_refused(tmp_path):
     assert "--tensor-parallel-size applies to an engine: add --engine vllm" in " ".join(proc.stderr.split())
 
 
+@pytest.mark.parametrize("tree_args", [["--tree", "dynamic"], ["--tree-sweep"]])
+def test_a_tree_with_an_engine_is_refused(tmp_path, tree_args):
+    """An engine bench drafts chains: a tree asked of it would silently be benched as a chain."""
+    proc = run_cli("bench", "-t", str(tmp_path), "-d", str(tmp_path), "--engine", "vllm", *tree_args)
+    assert proc.returncode == 2
+    assert "--tree and --tree-sweep apply to our runner" in " ".join(proc.stderr.split())
+
+
 def test_reference_draft_with_an_engine_needs_compare(tmp_path):
     pair = build_pair(tmp_path)
     proc = run_cli("bench", "-t", str(pair["target"]), "-d", str(pair["eagle3"]), "--engine", "vllm",
