@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from eagle_train_loop import rms, unrolled_attention
+from eagle_train_loop import apply_rope, rms, rope_cos_sin, rope_inv_freq, unrolled_attention
 
 
 def draft_vocab(counts: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -49,24 +49,14 @@ class Eagle3Head(nn.Module):
         self.lm_head = nn.Linear(H, len(draft_ids), bias=False)
         self.register_buffer("embed", embed, persistent=False)
         self.register_buffer("draft_ids", draft_ids, persistent=False)  # draft id -> target id
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
-
-    def rope(self, T):
-        freqs = torch.arange(T).float()[:, None] * self.inv_freq
-        emb = torch.cat([freqs, freqs], -1)
-        return emb.cos(), emb.sin()
-
-    @staticmethod
-    def apply_rope(x, cos, sin):
-        half = x.shape[-1] // 2
-        return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+        self.inv_freq = rope_inv_freq(theta, hd)
 
     def unrolled(self, tokens_next, aux, steps: int):
         """tokens_next [B, T] (row p: token p+1), aux [B, T, n_aux*H] (row p: the target's aux states at p).
         Returns the pre-norm outputs o per step, [B, T, H] each: step s row p predicts token p+2 as the s-th draft of
         the chain started at row p - s (rows p < s have no chain; the caller masks them)."""
         B, T, _ = aux.shape
-        cos, sin = self.rope(T)
+        cos, sin = rope_cos_sin(self.inv_freq, T)
         emb_normed = rms(F.embedding(tokens_next, self.embed), self.input_norm, self.eps)
         rep = self.nh // self.nkv
         outs, ks, vs = [], [], []
@@ -74,8 +64,8 @@ class Eagle3Head(nn.Module):
         for _ in range(steps):
             g_normed = rms(g, self.hidden_norm, self.eps)
             x = torch.cat([emb_normed, g_normed], -1)
-            q = self.apply_rope(self.q_proj(x).view(B, T, self.nh, self.hd).transpose(1, 2), cos, sin)
-            ks.append(self.apply_rope(self.k_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2), cos, sin))
+            q = apply_rope(self.q_proj(x).view(B, T, self.nh, self.hd).transpose(1, 2), cos, sin)
+            ks.append(apply_rope(self.k_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2), cos, sin))
             vs.append(self.v_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2))
             a = unrolled_attention(q, ks, vs, rep)
             u = g + self.o_proj(a.transpose(1, 2).reshape(B, T, -1))

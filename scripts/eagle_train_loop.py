@@ -13,6 +13,22 @@ import torch.nn.functional as F
 from eagle_train_data import Sample
 
 
+def rope_inv_freq(theta: float, head_dim: int) -> torch.Tensor:
+    return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+
+
+def rope_cos_sin(inv_freq: torch.Tensor, T: int):
+    """Llama RoPE tables for positions 0..T-1 (a training row's chain starts at position 0 of its sample)."""
+    freqs = torch.arange(T).float()[:, None] * inv_freq
+    emb = torch.cat([freqs, freqs], -1)
+    return emb.cos(), emb.sin()
+
+
+def apply_rope(x, cos, sin):
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+
+
 def rms(x, w, eps):
     x32 = x.float()
     return w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)

@@ -46,7 +46,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from eagle_train_data import BatchedTarget, Sample, Tok, add_data_args, ensure_data, load_samples, log  # noqa: E402
 from eagle_train_loop import (  # noqa: E402
-    ChainStats, answer_label_counts, collate, lr_at, make_batches, rms, unrolled_attention,
+    ChainStats, answer_label_counts, apply_rope, collate, lr_at, make_batches, rms, rope_cos_sin, rope_inv_freq,
+    unrolled_attention,
 )
 
 
@@ -70,24 +71,14 @@ class Eagle1Head(nn.Module):
         self.down_proj = nn.Linear(inter, H, bias=False)
         self.register_buffer("embed", embed, persistent=False)
         self.register_buffer("lm_head", lm_head, persistent=False)
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
-
-    def rope(self, T):
-        freqs = torch.arange(T).float()[:, None] * self.inv_freq
-        emb = torch.cat([freqs, freqs], -1)
-        return emb.cos(), emb.sin()
-
-    @staticmethod
-    def apply_rope(x, cos, sin):
-        half = x.shape[-1] // 2
-        return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
+        self.inv_freq = rope_inv_freq(theta, hd)
 
     def unrolled(self, tokens_next, feats, steps: int, noise: float = 0.0):
         """tokens_next [B, T] (row p: token p+1), feats [B, T, H] (row p: target feature p).
         Returns predicted features per step, each [B, T, H]: step s row p predicts f_{p+1} from the chain that
         started at row p - s (rows p < s are garbage and must be masked by the caller)."""
         B, T, H = feats.shape
-        cos, sin = self.rope(T)
+        cos, sin = rope_cos_sin(self.inv_freq, T)
         emb = F.embedding(tokens_next, self.embed)
         if noise:
             feats = feats + (torch.rand_like(feats) - 0.5) * noise
@@ -96,8 +87,8 @@ class Eagle1Head(nn.Module):
         f_in = feats
         for s in range(steps):
             x = self.fc(torch.cat([emb, f_in], -1))
-            q = self.apply_rope(self.q_proj(x).view(B, T, self.nh, self.hd).transpose(1, 2), cos, sin)
-            k = self.apply_rope(self.k_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2), cos, sin)
+            q = apply_rope(self.q_proj(x).view(B, T, self.nh, self.hd).transpose(1, 2), cos, sin)
+            k = apply_rope(self.k_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2), cos, sin)
             v = self.v_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2)
             ks.append(k)
             vs.append(v)
