@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -23,8 +22,7 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_tiny_vllm_pair import (  # noqa: E402
-    HEAD_DIM, HEADS, HIDDEN, KV_HEADS, RELEASE_PROMPTS, RMS_EPS, _eagle3_tensors, _linear, _llama_fields, _norm_w,
-    _normal,
+    HEAD_DIM, HEADS, HIDDEN, KV_HEADS, RELEASE_PROMPTS, RMS_EPS, _eagle3_tensors, _llama_fields, fill_weights,
 )
 
 EXPERTS, TOP_K, MOE_INTERMEDIATE, LAYERS, VOCAB = 4, 2, 64, 4, 256
@@ -42,21 +40,8 @@ def build_target(out: Path, gen: torch.Generator, successor: float) -> dict[str,
         bos_token_id=1, eos_token_id=2)
     config.architectures = ["Qwen3MoeForCausalLM"]
     model = Qwen3MoeForCausalLM(config).to(torch.float32)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(_norm_w(gen, p.shape[0]))
-            elif "embed_tokens" in name:
-                p.copy_(_normal(gen, *p.shape, std=1.0))
-            elif p.dim() == 3:  # stacked experts [E, out, in]
-                p.copy_(torch.stack([_linear(gen, *p.shape[1:]) for _ in range(p.shape[0])]))
-            else:
-                p.copy_(_linear(gen, *p.shape))
-            if name.endswith("o_proj.weight") or name.endswith("experts.down_proj"):
-                p.mul_(successor)  # layers only perturb the residual stream
-        emb = model.model.embed_tokens.weight
-        model.lm_head.weight.copy_(torch.roll(emb, 1, dims=0) / math.sqrt(HIDDEN))
-    model.eval()
+    fill_weights(model, gen, successor)
+    emb = model.model.embed_tokens.weight
     model.save_pretrained(str(out))  # the Hub's names: one tensor per expert
     return {"model.embed_tokens.weight": emb.detach().clone()}
 

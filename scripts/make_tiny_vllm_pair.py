@@ -86,6 +86,29 @@ def _llama_fields(vocab: int, layers: int, rope_theta: float, max_pos: int) -> d
     }
 
 
+def fill_weights(model, gen: torch.Generator, successor: float) -> None:
+    """Seeded weights for a transformers causal LM, in parameter order: norms near 1, a unit-variance embedding, small
+    linears (stacked experts [E, out, in] one expert at a time). With `successor`, attention and MLP / expert outputs
+    are scaled by it and the LM head is the embedding rolled by one (see the module docstring)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(_norm_w(gen, p.shape[0]))
+            elif "embed_tokens" in name:
+                p.copy_(_normal(gen, *p.shape, std=1.0))
+            elif p.dim() == 3:
+                p.copy_(torch.stack([_linear(gen, *p.shape[1:]) for _ in range(p.shape[0])]))
+            else:
+                p.copy_(_linear(gen, *p.shape))
+            if successor and name.endswith(("o_proj.weight", "down_proj.weight", "experts.down_proj")):
+                p.mul_(successor)  # layers only perturb the residual stream
+        if successor:
+            # logits_j = <E[j-1], h>: greedy continuation mostly t -> t+1 (mod V), perturbed by the layers
+            emb = model.model.embed_tokens.weight
+            model.lm_head.weight.copy_(torch.roll(emb, 1, dims=0) / math.sqrt(HIDDEN))
+    model.eval()
+
+
 def build_target(out: Path, gen: torch.Generator, *, vocab: int, layers: int,
                  rope_theta: float, max_pos: int, successor: float = 0.0) -> dict[str, torch.Tensor]:
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -95,21 +118,7 @@ def build_target(out: Path, gen: torch.Generator, *, vocab: int, layers: int,
     config = LlamaConfig(**fields)
     config.architectures = ["LlamaForCausalLM"]
     model = LlamaForCausalLM(config).to(torch.float32)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(_norm_w(gen, p.shape[0]))
-            elif "embed_tokens" in name:
-                p.copy_(_normal(gen, *p.shape, std=1.0))
-            else:
-                p.copy_(_linear(gen, *p.shape))
-                if successor and (name.endswith("o_proj.weight") or name.endswith("down_proj.weight")):
-                    p.mul_(successor)  # layers only perturb the residual stream
-        if successor:
-            # logits_j = <E[j-1], h>: greedy continuation mostly t -> t+1 (mod V), perturbed by the layers
-            emb = model.model.embed_tokens.weight
-            model.lm_head.weight.copy_(torch.roll(emb, 1, dims=0) / math.sqrt(HIDDEN))
-    model.eval()
+    fill_weights(model, gen, successor)
     model.save_pretrained(str(out), safe_serialization=True)
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
