@@ -125,13 +125,19 @@ def test_an_fp8_head_with_a_scale_of_no_known_layout_is_refused(quant, tmp_path)
     assert not (tmp_path / "out").exists()
 
 
-def test_a_float_head_in_a_quantized_checkpoint_is_copied(quant, tmp_path):
-    """The usual case: layers in FP8, the LM head left in bf16 (quantization_config ignores it)."""
+def fp8_layers_copy(quant, tmp_path):
+    """A copy of the fp32 target whose config declares FP8 layers with the LM head left out (`ignore`)."""
     fp8_layers = tmp_path / "fp8-layers"
     shutil.copytree(quant["fp32"], fp8_layers)
     config = json.loads((fp8_layers / "config.json").read_text())
     config["quantization_config"] = {"quant_method": "fp8", "ignore": ["lm_head"]}
     (fp8_layers / "config.json").write_text(json.dumps(config))
+    return fp8_layers
+
+
+def test_a_float_head_in_a_quantized_checkpoint_is_copied(quant, tmp_path):
+    """The usual case: layers in FP8, the LM head left in bf16 (quantization_config ignores it)."""
+    fp8_layers = fp8_layers_copy(quant, tmp_path)
     index = json.loads((fp8_layers / "model.safetensors.index.json").read_text())["weight_map"]
     for shard in set(index.values()) - {quant["shard"], index["model.embed_tokens.weight"]}:
         tensors = load_file(quant["fp32"] / shard)
@@ -217,11 +223,7 @@ def test_inspect_target_says_how_the_head_is_stored(quant, tmp_path):
 
 
 def test_inspect_target_of_a_float_head_in_a_quantized_checkpoint(quant, tmp_path):
-    fp8_layers = tmp_path / "fp8-layers"
-    shutil.copytree(quant["fp32"], fp8_layers)
-    config = json.loads((fp8_layers / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": "fp8", "ignore": ["lm_head"]}
-    (fp8_layers / "config.json").write_text(json.dumps(config))
+    fp8_layers = fp8_layers_copy(quant, tmp_path)
     report = eagle_convert.inspect(str(fp8_layers))
     assert report.target["quantization"] == "fp8, not quantized: lm_head"
     assert report.target["lm_head"]["stored"] == "float (copied)" and not report.problems
