@@ -35,7 +35,9 @@ def read_counters(llm, k: int) -> dict:
         if metric.name in COUNTERS and isinstance(metric, Counter):
             out[COUNTERS[metric.name]] += int(metric.value)
         elif metric.name == PER_POSITION and isinstance(metric, Vector):
-            values = [int(v) for v in metric.values][:k] + [0] * max(0, k - len(metric.values))
+            values = [int(v) for v in metric.values]
+            if len(values) != k:  # padding or cutting it would change the per-position counts in silence
+                raise RuntimeError(f"vLLM's per-position acceptance vector has {len(values)} entries, expected k={k}")
             out["num_accepted_tokens_per_pos"] = [a + b for a, b in zip(out["num_accepted_tokens_per_pos"], values)]
     return out
 
