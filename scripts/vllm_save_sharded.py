@@ -7,7 +7,7 @@ the source (so the source's model.safetensors.index.json is copied and goes stal
       .venv-vllm/bin/python scripts/vllm_save_sharded.py MODEL OUT --tp 2 [--dtype bfloat16] [--max-size BYTES]
 
 On the CPU backend the linear layers' weights are prepacked and not saved; the LM head, embedding and norms are
-(shared/docs/tp-ranks.md 1.8): all a splice reads. Prints one JSON line: the files written."""
+(docs/design/tp-ranks.md, vLLM's CPU backend): all a splice reads. Prints one JSON line: the files written."""
 
 from __future__ import annotations
 

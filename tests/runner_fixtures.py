@@ -13,13 +13,11 @@ from safetensors.torch import load_file
 from eagle_convert.runner.heads import build_draft_head
 from eagle_convert.runner.model import TargetConfig, TargetModel
 from eagle_convert.spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec
+from golden_sets import GOLDEN, GOLDEN_SETS  # noqa: F401 (re-exported to the runner tests)
 
 # Tiny models gain nothing from intra-op threads, and on a shared 2-core machine a busy neighbour makes every
 # parallel region wait: one thread keeps these tests fast and their run time stable.
 torch.set_num_threads(1)
-
-GOLDEN = Path(__file__).resolve().parents[2] / "shared" / "golden"
-GOLDEN_SETS = ("eagle1-llama2", "eagle1-llama3", "eagle1-qwen2", "eagle3-llama31")
 
 
 def strict_getter(tensors: dict[str, torch.Tensor]):

@@ -1,4 +1,4 @@
-"""The runner's target and heads against the EAGLE reference outputs in ../shared/golden (fp32, atol 1e-5)."""
+"""The runner's target and heads against the EAGLE reference outputs in tests/golden (fp32, atol 1e-5)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from eagle_convert.runner.speculate import accept_greedy, draft_chain, verify
 from runner_fixtures import GOLDEN, GOLDEN_SETS, build_pair, read_golden_draft, read_target_dir
 
 ATOL = RTOL = 1e-5
-
-pytestmark = pytest.mark.skipif(not GOLDEN.is_dir(), reason=f"golden sets not found at {GOLDEN}")
 
 
 def close(actual: torch.Tensor, expected: torch.Tensor):

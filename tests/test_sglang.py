@@ -1,6 +1,6 @@
 """Real SGLang 0.5.23 loads every `--to sglang` output completely (`sglang` marker, `make test-sglang`).
 
-SGLang's speculative decoding has no CPU kernel on any registry (docs: shared sglang-cpu.md), so this is the loader
+SGLang's speculative decoding has no CPU kernel on any registry (docs/design/sglang-cpu.md), so this is the loader
 check: SGLang's ModelConfig, ModelRegistry, model class, safetensors iterator and load_weights, TP=1 over gloo, every
 parameter NaN-filled first (scripts/sglang_load_check.py). Every parameter must equal the tensor it comes from, every
 output tensor must land on a parameter, and the variant SGLang builds (its flags, aux layers) must be the head's.

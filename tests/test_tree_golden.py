@@ -13,12 +13,8 @@ from eagle_convert.runner.tree import accept_greedy_tree, best_path_row
 from eagle_convert.runner.tree_draft import draft_tree
 from eagle_convert.runner.tree_shapes import dynamic_tree
 from eagle_convert.runner.tree_verify import commit_path, verify_tree
+from golden_sets import ALL_GOLDEN_SETS as ALL_SETS
 from runner_fixtures import GOLDEN, build_pair, read_golden_draft, read_target_dir
-
-ALL_SETS = ("eagle1-llama2", "eagle1-llama3", "eagle1-qwen2", "eagle3-llama31", "eagle1-llama2-agree",
-            "eagle3-llama31-agree")
-
-pytestmark = pytest.mark.skipif(not GOLDEN.is_dir(), reason=f"golden sets not found at {GOLDEN}")
 
 
 @pytest.fixture(scope="module", params=ALL_SETS)
