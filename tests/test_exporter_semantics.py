@@ -59,8 +59,8 @@ def written_aux_ids(config: dict, to: str) -> dict[str, list[int]]:
 
 def test_modelopt_export_is_read_as_modelopt_with_its_aux_ids_plus_one(heads):
     root, _ = heads
-    assert json.loads((root / "export" / "config.json").read_text())["eagle_config"]["eagle_aux_hidden_state_layer_ids"] \
-        == MODELOPT
+    written = json.loads((root / "export" / "config.json").read_text())["eagle_config"]
+    assert written["eagle_aux_hidden_state_layer_ids"] == MODELOPT
     head = load(root / "export", root / "target")
     assert head.layout.name == "modelopt" and "ModelOpt's eagle_config keys" in head.layout_reason
     assert head.spec.aux_layer_ids == OURS

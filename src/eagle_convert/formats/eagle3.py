@@ -66,9 +66,9 @@ def specforge_norm_output(config: dict) -> bool | None:
     """The `norm_output` a SpecForge `midlayer.*` head states at its top level (None: not stated, or not SpecForge's).
 
     The two meanings (sgl-project/SpecForge specforge/modeling/draft/llama3_eagle.py LlamaForCausalLMEagle3 and
-    specforge/algorithms/eagle3/model.py; vllm-project/vllm vllm/model_executor/models/llama_eagle3.py LlamaModel.forward;
-    sgl-project/sglang python/sglang/srt/models/llama_eagle3.py LlamaModel.forward; vllm-project/speculators
-    src/speculators/models/eagle3/core.py): SpecForge always feeds back the pre-norm state and `norm_output` (default
+    specforge/algorithms/eagle3/model.py; vllm-project/vllm vllm/model_executor/models/llama_eagle3.py
+    LlamaModel.forward; sgl-project/sglang python/sglang/srt/models/llama_eagle3.py LlamaModel.forward;
+    vllm-project/speculators src/speculators/models/eagle3/core.py): SpecForge always feeds back the pre-norm state and `norm_output` (default
     true) decides whether the logits go through `norm`; the engines always send the logits through `norm` and
     `norm_output` (default false) feeds back the normed state. SpecForge's true is therefore the engines' false, and
     SpecForge's false (logits without norm) has no engine equivalent."""
