@@ -92,7 +92,6 @@ class Layout:
 
     def check_input(self, config: dict, label: str) -> None:
         """Raise (a typed error naming the key) for a config this layout's producer meant as a head no engine runs."""
-        return None
 
     # ---- output side --------------------------------------------------------------------------------------------
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
