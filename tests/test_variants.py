@@ -135,6 +135,8 @@ EXPECTED = {  # variant -> spec fields that must differ from the plain EAGLE-3 h
     "norm_before_fc": {"norm_before_fc": True},
     "norm_before_fc_nested": {"norm_before_fc": True},
     "eagle31": {"fc_norm": True, "norm_output": True},
+    # SpecForge's norm_output: true = logits through norm, pre-norm state fed back = the engines' false (eagle3.py)
+    "specforge31": {"fc_norm": True},
     "aux4": {"num_aux_states": 4, "aux_layer_ids": (0, 1, 2, 3)},
     "aux4_norm_before_fc": {"num_aux_states": 4, "aux_layer_ids": (0, 1, 2, 3), "norm_before_fc": True},
     "no_aux": {"num_aux_states": 0, "aux_layer_ids": ()},
@@ -156,7 +158,7 @@ def test_each_variant_is_detected_from_its_tensors(built, name):
     root, _, _ = built
     spec = load(root / name, root / target_of(name)).spec
     assert {k: getattr(spec, k) for k in PLAIN} == {**PLAIN, **EXPECTED[name]}
-    assert spec.variant.startswith("EAGLE 3.1" if name == "eagle31" else "EAGLE-3")
+    assert spec.variant.startswith("EAGLE 3.1" if name in ("eagle31", "specforge31") else "EAGLE-3")
     assert spec.flag_sources["num_aux_states"].split(":")[0] == str(spec.num_aux_states)
     if name == "norm_before_fc_nested":
         assert "eagle_config.norm_before_fc agrees" in spec.flag_sources["norm_before_fc"]

@@ -18,7 +18,12 @@ VARIANTS = {
     "base": {},
     "norm_before_fc": {"norm_before_fc": True},
     "norm_before_fc_nested": {"norm_before_fc": True, "nested": True},  # NVIDIA gpt-oss heads: flag in eagle_config
-    "eagle31": {"fc_norm": True, "norm_output": True},
+    # EAGLE 3.1 as the engines define it (norm_output: the normed state is fed back), in a config written for an
+    # engine (it states num_aux_hidden_states, as eagle-convert's --to sglang does): formats/eagle3.py ENGINE_ONLY_KEYS
+    "eagle31": {"fc_norm": True, "norm_output": True, "engine_keys": True},
+    # SpecForge's EAGLE 3.1 config (configs/qwen3-30B-A3B-eagle3.1.json: fc_norm + norm_output, nothing else): its
+    # norm_output only sends the logits through `norm`, the pre-norm state is fed back = the engines' norm_output false
+    "specforge31": {"fc_norm": True, "norm_output": True},
     "aux4": {"aux_ids": [0, 1, 2, 3]},
     "aux4_norm_before_fc": {"aux_ids": [0, 1, 2, 3], "norm_before_fc": True, "nested": True},
     "no_aux": {"aux_ids": None},
@@ -84,7 +89,7 @@ def variant_tensors(cfg: TinyConfig, *, draft_hidden: int, aux_ids, norm_before_
 
 def variant_config(cfg: TinyConfig, *, draft_hidden: int, aux_ids, norm_before_fc=False, fc_norm=False,
                    norm_output=False, norm_before_residual=False, layers=1, qwen3=False, draft_vocab=64,
-                   nested=False, wide=False) -> dict:
+                   nested=False, wide=False, engine_keys=False) -> dict:
     c = cfg.hf_config()
     c.pop("attention_bias", None)
     c.update(architectures=["Qwen3ForCausalLM" if qwen3 else "LlamaForCausalLMEagle3"],
@@ -97,6 +102,8 @@ def variant_config(cfg: TinyConfig, *, draft_hidden: int, aux_ids, norm_before_f
     flags = {"norm_before_fc": norm_before_fc, "fc_norm": fc_norm, "norm_output": norm_output,
              "norm_before_residual": norm_before_residual}
     flags = {k: v for k, v in flags.items() if v}
+    if engine_keys:
+        c["num_aux_hidden_states"] = len(aux_ids or ())
     where = c.setdefault("eagle_config", {}) if nested else c
     where.update(flags)
     if aux_ids:  # nested ids are in SGLang's convention (outputs of layers: ours - 1), as these exporters write them
@@ -108,9 +115,12 @@ def variant_config(cfg: TinyConfig, *, draft_hidden: int, aux_ids, norm_before_f
 
 def make_variant_head(folder: Path, *, aux_ids=(0, 1, 3), norm_before_fc=False, fc_norm=False, norm_output=False,
                       norm_before_residual=False, layers=1, qwen3=False, draft_vocab=64, nested=False, wide=False,
-                      fc_bias=False, exporter: str = "specforge", seed=2) -> dict[str, torch.Tensor]:
+                      fc_bias=False, engine_keys=False, exporter: str = "specforge", modelopt_keys=None,
+                      seed=2) -> dict[str, torch.Tensor]:
     """Save one variant; `exporter`: "specforge" (`midlayer.` for layer 0, flat config), "modelopt" (`eagle_module.`
-    prefix, target keys copied to the top level), "legacy_fc_norm" (aux_norm_low/mid/high). Returns canonical tensors."""
+    prefix, target keys copied to the top level), "modelopt-export" (ModelOpt's deployment export: `layers.0.*`, the
+    flags and ModelOpt's own keys in eagle_config, `modelopt_keys` overriding them), "legacy_fc_norm"
+    (aux_norm_low/mid/high). Returns canonical tensors."""
     cfg = WIDE_TARGET if wide else TARGET
     draft_hidden = 64 if wide else cfg.hidden_size
     tensors = variant_tensors(cfg, draft_hidden=draft_hidden, aux_ids=aux_ids, norm_before_fc=norm_before_fc,
@@ -118,7 +128,8 @@ def make_variant_head(folder: Path, *, aux_ids=(0, 1, 3), norm_before_fc=False, 
                               fc_bias=fc_bias, seed=seed)
     config = variant_config(cfg, draft_hidden=draft_hidden, aux_ids=aux_ids, norm_before_fc=norm_before_fc,
                             fc_norm=fc_norm, norm_output=norm_output, norm_before_residual=norm_before_residual,
-                            layers=layers, qwen3=qwen3, draft_vocab=draft_vocab, nested=nested, wide=wide)
+                            layers=layers, qwen3=qwen3, draft_vocab=draft_vocab, nested=nested, wide=wide,
+                            engine_keys=engine_keys)
     if fc_bias:
         config["bias"] = True  # SGLang's flag for it
     saved = {("midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k): v for k, v in tensors.items()}
@@ -131,9 +142,31 @@ def make_variant_head(folder: Path, *, aux_ids=(0, 1, 3), norm_before_fc=False, 
                 nested_cfg[key] = config.pop(key)
         if "eagle_aux_hidden_state_layer_ids" in config:
             nested_cfg["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in config.pop("eagle_aux_hidden_state_layer_ids")]
+    elif exporter == "modelopt-export":
+        saved = {k: v for k, v in tensors.items() if k != "t2d"}  # hf_spec_export.py keeps d2t, not t2d
+        config = modelopt_export_config(config, modelopt_keys or {})
     elif exporter == "legacy_fc_norm":
         names = {"fc_norm.0.": "aux_norm_low.", "fc_norm.1.": "aux_norm_mid.", "fc_norm.2.": "aux_norm_high."}
         saved = {next((new + k[len(old):] for old, new in names.items() if k.startswith(old)), k): v
                  for k, v in saved.items()}
     save_checkpoint(folder, config, saved)
     return tensors
+
+
+def modelopt_export_config(config: dict, overrides: dict) -> dict:
+    """The config ModelOpt's EagleExporter writes (NVIDIA/Model-Optimizer modelopt/torch/export/plugins/
+    hf_spec_configs.py llama_eagle_template_config): EAGLE flags and ModelOpt's own keys in eagle_config, the aux ids
+    there in ModelOpt's meaning (the output of layer i: ours - 1)."""
+    nested = config.setdefault("eagle_config", {})
+    for key in ("norm_before_fc", "fc_norm", "norm_output"):
+        if key in config:
+            nested[key] = config.pop(key)
+    ids = config.pop("eagle_aux_hidden_state_layer_ids", None)
+    if ids is not None:
+        nested["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in ids]
+    nested.setdefault("use_aux_hidden_state", "eagle_aux_hidden_state_layer_ids" in nested)
+    nested.update({"use_input_layernorm_in_first_layer": True, "use_last_layernorm": True, "use_mtp_layernorm": False,
+                   "next_layer_regular": True, "parallel_draft_step": 1, "parallel_draft_heads_num_layers": 1,
+                   **overrides})
+    config.update(architectures=["LlamaForCausalLMEagle3"], tie_word_embeddings=False)
+    return config

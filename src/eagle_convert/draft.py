@@ -9,6 +9,7 @@ from .checkpoint import Checkpoint, TensorRef
 from .errors import LayoutError, ShapeMismatchError, UnexpectedTensorError
 from .formats import CANONICAL_NAMES, Layout, detect_layout
 from .formats.base import matches_any
+from .formats.modelopt import modelopt_refusal
 from .variants import detect_eagle3, mla_refusal
 from .spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec
 
@@ -59,10 +60,12 @@ def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[
             f"and architectures {ckpt.config.get('architectures')}.",
             "eagle-convert reads EAGLE-1/2 and EAGLE-3 heads (SafeAILab, SpecForge, ModelOpt, speculators, vLLM and "
             "SGLang layouts); run `eagle-convert inspect` on it, and check that DRAFT is the draft head, not the target.")
+    layout.check_input(ckpt.config, ckpt.label)
     flat = layout.flat_config(ckpt.config)
     kind = _kind(ckpt.config, names)
     notes: list[str] = list(layout.input_notes(ckpt.config))
     mla_refusal(names, ckpt.label)
+    modelopt_refusal(ckpt.config, ckpt.label)  # before the tensor mapping: parallel draft heads are refused by name
 
     # Map every source tensor to a canonical name, or drop it because the user said so. Strict: nothing else.
     allowed = CANONICAL_NAMES[kind]

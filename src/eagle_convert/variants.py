@@ -29,7 +29,10 @@ def mla_refusal(names, label: str) -> None:
 
 
 AUX_IDS = "eagle_aux_hidden_state_layer_ids"
-# ModelOpt switches that remove a norm; no engine here reads them (grep finds neither in vLLM 0.32 nor SGLang 0.5.23).
+# ModelOpt switches that remove a norm when false (NVIDIA/Model-Optimizer: use_last_layernorm builds the final `norm`,
+# modelopt/torch/speculative/plugins/modeling_eagle.py EagleModule; use_input_layernorm_in_first_layer false makes
+# layer 0's input norm an identity, plugins/megatron_eagle.py _get_eagle_transformer_layer_spec); no engine here reads
+# them (grep finds neither in vLLM 0.32 nor SGLang 0.5.23). ModelOpt's other keys: formats/modelopt.py.
 UNREAD_NORM_SWITCHES = ("use_input_layernorm_in_first_layer", "use_last_layernorm")
 
 

@@ -90,6 +90,9 @@ class Layout:
         """Quirks of this exporter's layout that reading it normalised, said to the user."""
         return ()
 
+    def check_input(self, config: dict, label: str) -> None:
+        """Raise (a typed error naming the key) for a config this layout's producer meant as a head no engine runs."""
+
     # ---- output side --------------------------------------------------------------------------------------------
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
         """Why this head cannot be written in this layout (None when it can)."""
@@ -187,6 +190,10 @@ DROPPED_SOURCE_KEYS = frozenset({
     "eagle_fc_bias", "model", "eagle_config", "draft_vocab_size", "target_hidden_size",
     "eagle_aux_hidden_state_layer_ids", "norm_before_residual", "dtype", "torch_dtype", "norm_before_fc", "fc_norm",
     "norm_output", "num_aux_hidden_states", "use_aux_hidden_state", "num_aux_layers", "use_aux_norm",
+    # ModelOpt's eagle_config keys (modelopt.MODELOPT_KEYS), should an exporter put them at the top level: an output
+    # carrying them would be read back as a ModelOpt export (aux ids +1).
+    "use_input_layernorm_in_first_layer", "use_last_layernorm", "use_mtp_layernorm", "next_layer_regular",
+    "parallel_draft_step", "parallel_draft_heads_num_layers",
 })
 
 

@@ -26,6 +26,10 @@ VARIANTS = [
     ("norm_before_fc (`input_norm.weight`)", {"norm_before_fc": True}, {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
     ("EAGLE 3.1: `fc_norm.{i}` + norm_output", {"fc_norm": True, "norm_output": True},
      {"vllm": "R V, norm_output V*", "speculators": "R", "sglang": "R S"}),
+    # SpecForge's norm_output (logits through norm, pre-norm state fed back) is the engines' false: read so
+    # (formats/eagle3.py specforge_norm_output), so the head written is the plain-fed-back one; its false is refused.
+    ("SpecForge EAGLE 3.1: `fc_norm.{i}`, `norm_output: true` in SpecForge's meaning (written false)",
+     {"fc_norm": True}, {"vllm": "R", "speculators": "R", "sglang": "R"}),
     ("4 aux states (gpt-oss heads)", {"num_aux_states": 4, "aux_layer_ids": (2, 10, 18, 29)},
      {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
     ("use_aux_hidden_state: false (no fc)", {"num_aux_states": 0, "aux_layer_ids": ()},
