@@ -69,6 +69,16 @@ def test_short_prompt_with_256_new_tokens_grows_every_cache_and_stays_lossless(n
     assert result.tokens == plain_generate(target, ids, max_new_tokens=256)
 
 
+@pytest.mark.parametrize("name", ["dynamic", "mc_sim_7b_63"])
+def test_sampled_trees_run_past_the_first_capacity(name):
+    target, head = partially_agreeing_pair(seed=6)
+    shape = shape_named(name, {})
+    result = tree_generate(target, head, prompt(6, 250, 64), shape=shape, max_new_tokens=64, temperature=0.8,
+                           generator=torch.Generator().manual_seed(0))
+    assert len(result.tokens) == 64 and min(capacities(target, head)) > INITIAL_SLOTS
+    assert sum(result.accepted_per_round) > 0
+
+
 def test_tree_rows_that_grow_the_caches_commit_like_a_sequential_pass():
     """The tree's own forwards grow both caches (target verify, head expansion); the committed path then holds
     exactly the KV a plain forward over the accepted tokens writes."""

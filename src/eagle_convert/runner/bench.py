@@ -12,6 +12,11 @@ over k+1 tokens and a one-token decode step round differently, so near-ties may 
 At temperature > 0 the two runs draw different random numbers, so only the distribution is lossless (see
 speculate.py); no token comparison is made.
 
+Context length: a turn whose prompt tokens + max_new_tokens pass the target's max_position_embeddings is refused
+(PromptTooLongError) rather than run at positions the target never saw, as vLLM's server refuses prompt + max_tokens
+> max_model_len; first turns are checked before the target loads, later turns (which hold earlier answers) as they
+come.
+
 `BenchReport.to_dict()` schema (version 3), all times in seconds:
   schema_version: 3
   settings: {target, draft_kind, k (a tree: its levels), tree, max_new_tokens, temperature, seed, device, dtype, chat_template (bool: used),
