@@ -105,7 +105,7 @@ def test_tree_rows_that_grow_the_caches_commit_like_a_sequential_pass():
         torch.testing.assert_close(v, layer.attention.cache.v[:, :, :end], atol=1e-5, rtol=1e-5)
 
 
-# ---- the CLI bench with its defaults (256 new tokens) on the demo's pair ----------------------------------------------
+# ---- the CLI bench with its defaults (256 new tokens) on the demo pair ---------------------------------------------
 
 @pytest.fixture(scope="module")
 def demo_pair(tmp_path_factory):
