@@ -68,3 +68,7 @@ class TreeShapeError(EagleConvertError, ValueError):
 
 class EngineError(EagleConvertError, RuntimeError):
     """The serving engine bench drives (vLLM offline or a server) is missing, failed, or answered unusably."""
+
+
+class PromptTooLongError(EagleConvertError, ValueError):
+    """A bench prompt whose tokens plus --max-new-tokens pass the target's max_position_embeddings."""

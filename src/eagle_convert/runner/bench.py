@@ -12,6 +12,11 @@ over k+1 tokens and a one-token decode step round differently, so near-ties may 
 At temperature > 0 the two runs draw different random numbers, so only the distribution is lossless (see
 speculate.py); no token comparison is made.
 
+Context length: a turn whose prompt tokens + max_new_tokens pass the target's max_position_embeddings is refused
+(PromptTooLongError) rather than run at positions the target never saw, as vLLM's server refuses prompt + max_tokens
+> max_model_len; first turns are checked before the target loads, later turns (which hold earlier answers) as they
+come.
+
 `BenchReport.to_dict()` schema (version 3), all times in seconds:
   schema_version: 3
   settings: {target, draft_kind, k (a tree: its levels), tree, max_new_tokens, temperature, seed, device, dtype, chat_template (bool: used),
@@ -56,7 +61,9 @@ from eagle_convert.runner.heads import aux_layer_ids_for, build_draft_head
 from eagle_convert.runner.metrics import AcceptanceStats
 from eagle_convert.runner.model import TargetModel
 from eagle_convert.runner.report import BenchReport, PromptReport  # noqa: F401 (re-exported)
-from eagle_convert.runner.prompts import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts  # noqa: F401 (re-exported)
+from eagle_convert.runner.prompts import (  # noqa: F401 (re-exported)
+    BUILTIN_PROMPTS, Prompt, PromptFileError, check_prompt_fits, load_prompts,
+)
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.runner.targets import runner_target
 from eagle_convert.runner.tree_metrics import TreeAcceptanceStats
@@ -123,6 +130,7 @@ class _Session:
     eos: tuple[int, ...]
     device: torch.device | None
     tree: TreeShape = TreeShape.chain(3)
+    max_positions: int | None = None  # the target's max_position_embeddings (None: unstated)
 
     def generate(self, head, ids: list[int], **decode):
         """One speculative answer: the chain runner for chains (exactly as before trees), the tree runner otherwise."""
@@ -144,6 +152,18 @@ class _Session:
         if self.use_template:
             return self.tokenizer.encode_chat(messages)
         return self.tokenizer.encode_text("\n\n".join(m["content"] for m in messages))
+
+    def encode_turn(self, messages: list[dict], prompt: Prompt, max_new_tokens: int) -> list[int]:
+        """The ids of the conversation so far, refused when they and max_new_tokens pass the target's positions."""
+        ids = self.encode(messages, prompt)
+        check_prompt_fits(prompt, sum(m["role"] == "user" for m in messages) - 1, len(ids), max_new_tokens,
+                          self.max_positions)
+        return ids
+
+    def check_first_turns(self, max_new_tokens: int) -> None:
+        """Every prompt's first turn, before any work (later turns depend on the answers: checked as they come)."""
+        for prompt in self.prompts:
+            self.encode_turn([{"role": "user", "content": prompt.turns[0]}], prompt, max_new_tokens)
 
 
 def open_session(target_path: str | Path, prompts, *, chat_template: str = "auto", ignore_eos: bool = False,
@@ -183,6 +203,8 @@ def run_bench(target_path: str | Path, draft_spec: DraftSpec, draft_get_tensor: 
     prompts, use_template = session.prompts, session.use_template
 
     view = runner_target(Checkpoint(LocalSource(target_path)))
+    session.max_positions = view.config.get("max_position_embeddings")
+    session.check_first_turns(max_new_tokens)
     num_layers = view.config["num_hidden_layers"]
     aux_ids = aux_layer_ids_for(draft_spec, num_layers)
     target = load_target(target_path, dtype=dtype, device=device, aux_layer_ids=aux_ids)
@@ -235,7 +257,7 @@ def _bench_head(session: _Session, spec: DraftSpec, get_tensor: Callable[[str], 
         results = []
         for turn in prompt.turns:
             messages.append({"role": "user", "content": turn})
-            ids = session.encode(messages, prompt)
+            ids = session.encode_turn(messages, prompt, max_new_tokens)
             item.prompt_tokens.append(len(ids))
             item.prompt_ids_sha256.append(hashlib.sha256(json.dumps(ids).encode()).hexdigest())
             result, seconds = _timed(device, lambda: session.generate(

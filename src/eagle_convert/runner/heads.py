@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError
 from eagle_convert.runner.layers import TreeAttention
 from eagle_convert.runner.layers import (
-    GetTensor, RotaryTable, as_positions, cast_reader, load_attention, load_mlp, rms_norm, rope_inv_freq,
+    GetTensor, RotaryTable, as_positions, cast_reader, load_attention, load_mlp, owned_copy, rms_norm, rope_inv_freq,
 )
 from eagle_convert.runner.model import TargetOutput, rope_from_hf
 from eagle_convert.spec import DraftSpec, default_aux_layer_ids
@@ -100,8 +100,8 @@ class Eagle1Head(DraftHead):
         self.fc_bias = self._get("fc.bias") if spec.fc_bias else None
         # The LM head an engine would use: a converted layout's spliced `lm_head.weight` (vllm-v0) when present, so a
         # wrong splice shows up as lost acceptance; otherwise the target's, as the EAGLE reference does.
-        own = _optional(get_tensor, "lm_head.weight")
-        self.lm_head = (own if own is not None else target_lm_head).to(device=self.device, dtype=dtype)
+        own = _optional(self._get, "lm_head.weight")
+        self.lm_head = own if own is not None else target_lm_head.to(device=self.device, dtype=dtype)
 
     def target_feature(self, out: TargetOutput) -> torch.Tensor:
         return out.hidden
@@ -162,7 +162,7 @@ class Eagle3Head(DraftHead):
                 f"EAGLE-3 head has a draft vocab of {draft_vocab} < {spec.vocab_size} but no `d2t` tensor.",
                 "Without d2t the draft's tokens cannot be mapped to target ids; re-export the head with d2t.")
         ids = torch.arange(draft_vocab, device=self.device)
-        self.draft_to_target = ids if d2t is None else ids + d2t.to(device=self.device, dtype=torch.int64)
+        self.draft_to_target = ids if d2t is None else ids + owned_copy(d2t, torch.int64, self.device)
         if int(self.draft_to_target.min()) < 0 or int(self.draft_to_target.max()) >= spec.vocab_size:
             raise ShapeMismatchError(f"d2t maps draft ids outside the target vocab [0, {spec.vocab_size}).",
                                      "The d2t tensor does not belong to this target's vocabulary.")
@@ -233,4 +233,21 @@ def aux_layer_ids_for(spec: DraftSpec, num_target_layers: int) -> tuple[int, ...
     """The target layers whose inputs the head reads: none for EAGLE-1; the spec's ids or (2, L//2, L-3) for EAGLE-3."""
     if not spec.is_eagle3 or not spec.use_aux_hidden_state:
         return ()
-    return tuple(spec.aux_layer_ids) if spec.aux_layer_ids else default_aux_layer_ids(num_target_layers)
+    ids = tuple(spec.aux_layer_ids) if spec.aux_layer_ids else default_aux_layer_ids(num_target_layers)
+    if any(not 0 <= i < num_target_layers for i in ids) or len(set(ids)) < len(ids):
+        raise _aux_ids_error(ids, num_target_layers)
+    return ids
+
+
+def _aux_ids_error(ids: tuple[int, ...], num_target_layers: int) -> ShapeMismatchError:
+    """Ids the target cannot serve, said as the user can act on them: the loader fills EAGLE-3's default in when the
+    config names no layers, so ids equal to the default for this target are named as the default, not as written."""
+    where = ("the layers its config names (eagle_aux_hidden_state_layer_ids)"
+             if ids != default_aux_layer_ids(num_target_layers) else
+             f"EAGLE-3's default layers (2, L//2, L-3), used when the head's config names none, which for L = "
+             f"{num_target_layers} are")
+    return ShapeMismatchError(
+        f"The EAGLE-3 head reads the target's hidden states at {where} {list(ids)}, but the target has "
+        f"{num_target_layers} layer(s): each id must be a distinct layer in [0, {num_target_layers}).",
+        "Bench the head on the target it was trained for, or set eagle_aux_hidden_state_layer_ids in the head's "
+        "config.json to the distinct target layers it was trained on (EAGLE-3's default needs 3 or at least 7 layers).")

@@ -65,22 +65,34 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 class KVCache:
-    """Keys/values of one attention layer, indexed by absolute position; capacity doubles when a write needs it."""
+    """Keys/values of one attention layer, indexed by absolute position; capacity doubles when a write needs it.
+
+    Its tensors are always normal (never inference) tensors, whatever mode they are made in: the first write past the
+    capacity happens inside the model's inference_mode forward, and a cache that turned into inference tensors there
+    could no longer be updated in place outside it (a tree's path commit, a test), only past a length."""
 
     def __init__(self, num_kv_heads: int, head_dim: int, dtype: torch.dtype, device: torch.device | str, capacity=256):
-        self.k = torch.zeros(1, num_kv_heads, capacity, head_dim, dtype=dtype, device=device)
-        self.v = torch.zeros_like(self.k)
+        with torch.inference_mode(False):
+            self.k = torch.zeros(1, num_kv_heads, capacity, head_dim, dtype=dtype, device=device)
+            self.v = torch.zeros_like(self.k)
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[2]
 
     def write(self, positions: torch.Tensor, end: int, k: torch.Tensor, v: torch.Tensor):
         """Store k/v [1, kv_heads, T, d] at `positions`; return all keys/values at positions < end."""
-        capacity = self.k.shape[2]
-        if end > capacity:
-            grown = max(end, 2 * capacity)
-            self.k = torch.cat([self.k, self.k.new_zeros(*self.k.shape[:2], grown - capacity, self.k.shape[3])], 2)
-            self.v = torch.cat([self.v, self.v.new_zeros(*self.v.shape[:2], grown - capacity, self.v.shape[3])], 2)
+        if end > self.capacity:
+            self._grow(max(end, 2 * self.capacity))
         self.k.index_copy_(2, positions, k)
         self.v.index_copy_(2, positions, v)
         return self.k[:, :, :end], self.v[:, :, :end]
+
+    def _grow(self, capacity: int) -> None:
+        with torch.inference_mode(False):  # see the class docstring
+            extra = capacity - self.capacity
+            self.k = torch.cat([self.k, self.k.new_zeros(*self.k.shape[:2], extra, self.k.shape[3])], 2)
+            self.v = torch.cat([self.v, self.v.new_zeros(*self.v.shape[:2], extra, self.v.shape[3])], 2)
 
     def move(self, sources: torch.Tensor, start: int) -> None:
         """Copy the rows at slots `sources` to slots start, start+1, ... (a tree's accepted path to its sequence
@@ -191,8 +203,21 @@ def load_mlp(get, prefix: str, bias: bool = False) -> Mlp:
     return Mlp(get(p + "gate_proj.weight"), get(p + "up_proj.weight"), get(p + "down_proj.weight"), *biases)
 
 
+def owned_copy(tensor: torch.Tensor, dtype: torch.dtype, device) -> torch.Tensor:
+    """`tensor` in a fresh, contiguous allocation of `dtype` on `device`, even when it already is of that dtype and
+    device (where `.to()` would return the reader's own tensor). A checkpoint reader may hand out a view into an
+    mmapped file at any byte offset, or a non-contiguous slice; some CPUs' BLAS kernels round differently on
+    misaligned operands, so the runner's numbers would depend on how the bytes were stored. torch allocations are
+    64-byte aligned on CPU (and more on CUDA)."""
+    with torch.inference_mode(False):  # weights are never inference tensors, whoever loads them
+        out = torch.empty(tuple(tensor.shape), dtype=dtype, device=device)
+        out.copy_(tensor)  # the same conversion `.to(dtype)` does
+    return out
+
+
 def cast_reader(get_tensor: GetTensor, dtype: torch.dtype, device) -> GetTensor:
-    return lambda name: get_tensor(name).to(device=device, dtype=dtype)
+    """The reader the runner loads every weight through: each tensor an owned, aligned copy (see owned_copy)."""
+    return lambda name: owned_copy(get_tensor(name), dtype, device)
 
 
 def as_positions(positions: torch.Tensor | Sequence[int], device) -> tuple[torch.Tensor, int]:

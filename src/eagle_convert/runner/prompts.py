@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from eagle_convert.errors import EagleConvertError
+from eagle_convert.errors import EagleConvertError, PromptTooLongError
 
 
 class PromptFileError(EagleConvertError, ValueError):
@@ -78,3 +78,19 @@ def load_prompts(path: str | Path) -> list[Prompt]:
     if not prompts:
         raise PromptFileError(f"{path} holds no prompts.", "Give a JSONL file with one prompt object per line.")
     return prompts
+
+
+def check_prompt_fits(prompt: Prompt, turn: int, num_tokens: int, max_new_tokens: int, limit: int | None) -> None:
+    """Refuse a turn whose prompt + max_new_tokens pass the target's max_position_embeddings (`limit`; None: none
+    stated), as vLLM's server refuses prompt + max_tokens > max_model_len: past it the target runs at positions it
+    was never trained for, and the answer would be benched in silence where an engine says no."""
+    if limit is None or num_tokens + max_new_tokens <= limit:
+        return
+    which = f"Prompt {prompt.id!r}" + (f" (turn {turn + 1})" if len(prompt.turns) > 1 else "")
+    room = limit - num_tokens
+    what_to_do = (f"lower --max-new-tokens to at most {room}, or shorten the prompt" if room >= 1 else
+                  "shorten the prompt (it alone fills the context)")
+    raise PromptTooLongError(
+        f"{which} is {num_tokens} tokens long; with --max-new-tokens {max_new_tokens} it needs "
+        f"{num_tokens + max_new_tokens} positions, more than the target's max_position_embeddings ({limit}).",
+        f"To bench it, {what_to_do}; engines refuse such a request too.")

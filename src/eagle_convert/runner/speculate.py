@@ -122,6 +122,7 @@ def _emit(tokens: list[int], new: Sequence[int], eos_ids: set[int], max_new_toke
     return False
 
 
+@torch.inference_mode()  # one mode for the whole generation: every cache update inside it
 def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Sequence[int], *, k: int,
                          max_new_tokens: int, temperature: float = 0.0, eos_ids: Sequence[int] = (),
                          generator: torch.Generator | None = None) -> SpeculativeResult:
@@ -165,6 +166,7 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
         position += accepted + 1
 
 
+@torch.inference_mode()  # one mode for the whole generation: every cache update inside it
 def plain_generate(target: TargetModel, prompt_ids: Sequence[int], *, max_new_tokens: int, temperature: float = 0.0,
                    eos_ids: Sequence[int] = (), generator: torch.Generator | None = None) -> list[int]:
     """The baseline: one target forward per token."""

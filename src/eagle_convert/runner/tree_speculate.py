@@ -36,6 +36,7 @@ class TreeResult:
     margins_per_round: list[list[float]] = field(default_factory=list)
 
 
+@torch.inference_mode()  # one mode for the whole generation: every cache update inside it
 def tree_generate(target: TargetModel, head: DraftHead, prompt_ids: Sequence[int], *, shape: TreeShape,
                   max_new_tokens: int, temperature: float = 0.0, eos_ids: Sequence[int] = (),
                   generator: torch.Generator | None = None) -> TreeResult:
