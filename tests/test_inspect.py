@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import eagle_convert
 from eagle_convert.examples import TinyConfig
 
@@ -70,3 +72,37 @@ def test_cli_json(pair):
     data = json.loads(out.stdout)
     assert data["layout"] == "eagle1" and data["kind"] == "eagle1"
     assert any("No LM head" in p["problem"] for p in data["problems"])
+
+
+EVERY_LAYOUT = [("eagle1", True, "vllm-v0"), ("eagle1", False, "vllm-v0"), ("eagle1", False, "vllm"),
+                ("eagle1", True, "sglang"), ("eagle1", False, "sglang"), ("eagle3", False, "vllm"),
+                ("eagle3", False, "speculators"), ("eagle3", False, "sglang")]
+
+
+@pytest.mark.parametrize("kind,fc_bias,to", EVERY_LAYOUT)
+def test_a_correct_output_in_every_layout_has_no_problems(kind, fc_bias, to, pair, tmp_path):
+    """What a layout keeps by design (vllm-v0's and SGLang's fc bias, SGLang's zero fc bias for a head without one,
+    the target's LM head an EAGLE-1 head uses in vllm / sglang) is not a problem of the output."""
+    extra = {"fc_bias": fc_bias} if kind == "eagle1" else {}
+    target, draft, _ = pair(cfg=TinyConfig(num_hidden_layers=8), kind=kind, **extra)
+    eagle_convert.convert(str(draft), str(target), tmp_path / "out", to=to)
+    report = eagle_convert.inspect(str(tmp_path / "out"), str(target))
+    assert report.kind == kind and report.problems == [], problems(report)
+
+
+def test_an_fc_bias_added_to_a_vllm_v1_head_is_still_a_problem(pair, tmp_path):
+    """Negative control: vLLM V1 does not keep an fc bias, so one added to its output is reported, and the fix
+    offers the layouts that keep it (not vllm, the layout the folder is in)."""
+    from safetensors.torch import load_file, save_file
+    import torch
+
+    target, draft, _ = pair(fc_bias=False)
+    out = tmp_path / "out"
+    eagle_convert.convert(str(draft), str(target), out, to="vllm")
+    tensors = load_file(out / "model.safetensors")
+    tensors["fc.bias"] = torch.ones(tensors["fc.weight"].shape[0])
+    save_file(tensors, out / "model.safetensors")
+    report = eagle_convert.inspect(str(out), str(target))
+    assert report.layout == "vllm"
+    [problem] = [p for p in report.problems if "fc.bias present" in p.what]
+    assert "--to vllm-v0" in problem.fix and "--to sglang" in problem.fix and "--to vllm " not in problem.fix + " "
