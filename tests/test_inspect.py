@@ -106,3 +106,19 @@ def test_an_fc_bias_added_to_a_vllm_v1_head_is_still_a_problem(pair, tmp_path):
     assert report.layout == "vllm"
     [problem] = [p for p in report.problems if "fc.bias present" in p.what]
     assert "--to vllm-v0" in problem.fix and "--to sglang" in problem.fix and "--to vllm " not in problem.fix + " "
+
+
+def test_a_transformers5_dtype_key_is_read_like_torch_dtype(pair):
+    """transformers 5 writes `dtype`, not `torch_dtype`: inspect reads either (the dtype line and the float32
+    storage check); a config with neither still says None."""
+    target, draft, _ = pair()
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg.pop("torch_dtype", None)
+    (draft / "config.json").write_text(json.dumps({**cfg, "dtype": "bfloat16"}))
+    out = subprocess.run([sys.executable, "-m", "eagle_convert", "inspect", str(draft)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "torch_dtype bfloat16" in out.stdout
+    assert "Stored in float32 though the config says bfloat16" in out.stdout
+    (draft / "config.json").write_text(json.dumps(cfg))  # negative control: no dtype at all
+    out = subprocess.run([sys.executable, "-m", "eagle_convert", "inspect", str(draft)], capture_output=True, text=True)
+    assert "torch_dtype None" in out.stdout and "Stored in float32" not in out.stdout

@@ -180,13 +180,15 @@ def inspect(path, target, drop, target_pattern, as_json, revision, target_revisi
 
 
 def _human_inspect(report) -> str:
+    from .checkpoint import config_dtype  # torch is loaded by now: inspect ran
+
     cfg = report.config
     if report.target and isinstance(cfg.get("text_config"), dict):  # a multimodal target's sizes are its text model's
         cfg = {**cfg, **cfg["text_config"]}
     lines = [f"{report.path}: {report.layout or 'unrecognised'} layout"
              + (f" ({report.layout_reason})" if report.layout_reason else ""),
              f"kind: {report.kind or '?'}; hidden {cfg.get('hidden_size')}, vocab {cfg.get('vocab_size')}, "
-             f"max positions {cfg.get('max_position_embeddings')}, torch_dtype {cfg.get('torch_dtype')}",
+             f"max positions {cfg.get('max_position_embeddings')}, torch_dtype {config_dtype(cfg)}",
              "tensors:"]
     width = max((len(t["name"]) for t in report.tensors), default=0)
     lines += [f"  {t['name']:<{width}}  {t['dtype']:<5} {str(t['shape']):<14} {t['file']}" for t in report.tensors]

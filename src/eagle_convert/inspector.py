@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .checkpoint import SAFETENSORS_CODES
+from .checkpoint import SAFETENSORS_CODES, config_dtype
 from .draft import DraftHead, load_draft
 from .errors import EagleConvertError
 from .resolve import open_input
@@ -128,8 +128,9 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
         out.append(Problem(f"max_position_embeddings is {spec.max_position_embeddings}: drafting stops or crashes past it.",
                            f"convert raises it to the target's{f' ({limit})' if limit else ''}; RoPE stays the draft's."))
     stored = {SAFETENSORS_CODES[r.dtype] for r in head.tensors.values() if r.dtype.is_floating_point}
-    if "F32" in stored and str(cfg.get("torch_dtype")) in HALF:
-        out.append(Problem(f"Stored in float32 though the config says {cfg.get('torch_dtype')}: twice the bytes.",
+    said = config_dtype(head.layout.flat_config(cfg))  # a wrapper layout (vllm-v0) has it in its inner config
+    if "F32" in stored and str(said) in HALF:
+        out.append(Problem(f"Stored in float32 though the config says {said}: twice the bytes.",
                            "convert --dtype auto writes the target's dtype."))
     if head.checkpoint.weight_format == "bin":
         out.append(Problem("Pickle (.bin) weights: engines prefer safetensors.", "convert writes safetensors only."))
