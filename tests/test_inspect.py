@@ -90,22 +90,30 @@ def test_a_correct_output_in_every_layout_has_no_problems(kind, fc_bias, to, pai
     assert report.kind == kind and report.problems == [], problems(report)
 
 
-def test_an_fc_bias_added_to_a_vllm_v1_head_is_still_a_problem(pair, tmp_path):
-    """Negative control: vLLM V1 does not keep an fc bias, so one added to its output is reported, and the fix
-    offers the layouts that keep it (not vllm, the layout the folder is in)."""
+def _edit_tensors(folder, change):
     from safetensors.torch import load_file, save_file
+
+    save_file(change(load_file(folder / "model.safetensors")), folder / "model.safetensors")
+
+
+def test_what_a_layout_does_not_keep_is_still_a_problem(pair, tmp_path):
+    """Negative controls: an fc bias added to a vLLM V1 EAGLE-1 head is reported (vLLM V1 has no place for it), and
+    so is the LM head missing from a vllm-v0 folder (its loader needs it); no fix names the folder's own layout."""
     import torch
 
     target, draft, _ = pair(fc_bias=False)
-    out = tmp_path / "out"
-    eagle_convert.convert(str(draft), str(target), out, to="vllm")
-    tensors = load_file(out / "model.safetensors")
-    tensors["fc.bias"] = torch.ones(tensors["fc.weight"].shape[0])
-    save_file(tensors, out / "model.safetensors")
-    report = eagle_convert.inspect(str(out), str(target))
-    assert report.layout == "vllm"
+    eagle_convert.convert(str(draft), str(target), tmp_path / "v1", to="vllm")
+    _edit_tensors(tmp_path / "v1", lambda t: {**t, "fc.bias": torch.ones(t["fc.weight"].shape[0])})
+    report = eagle_convert.inspect(str(tmp_path / "v1"), str(target))
     [problem] = [p for p in report.problems if "fc.bias present" in p.what]
-    assert "--to vllm-v0" in problem.fix and "--to sglang" in problem.fix and "--to vllm " not in problem.fix + " "
+    assert problem.fix == "--to vllm --fc-bias fold (exact) or --to vllm-v0 / --to sglang, which keep it."
+
+    eagle_convert.convert(str(draft), str(target), tmp_path / "v0", to="vllm-v0")
+    _edit_tensors(tmp_path / "v0", lambda t: {k: v for k, v in t.items() if k != "lm_head.weight"})
+    report = eagle_convert.inspect(str(tmp_path / "v0"), str(target))
+    assert report.layout == "vllm-v0"
+    [problem] = [p for p in report.problems if "No LM head" in p.what]
+    assert "vllm-v0" not in problem.fix and "--to vllm / --to sglang share the target's by design" in problem.fix
 
 
 def test_a_transformers5_dtype_key_is_read_like_torch_dtype(pair):

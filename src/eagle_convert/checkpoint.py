@@ -165,7 +165,8 @@ class Checkpoint:
 
 def _pickle_refusal(where: str, exc: Exception) -> CorruptCheckpointError:
     """Why a `.bin` did not load. torch's own message for a pickle holding objects advises re-running with
-    weights_only=False, which runs whatever code the file holds: never repeated here, next to a possibly hostile file."""
+    weights_only=False, which runs whatever code the file holds: never repeated here, next to a possibly hostile
+    file."""
     text = str(exc)
     if "Weights only load failed" not in text:
         return CorruptCheckpointError(
