@@ -212,7 +212,8 @@ def _human_target(t: dict) -> list[str]:
     for which in ("lm_head", "embedding"):
         if which in t:
             e = t[which]
-            lines.append(f"{which.replace('_', ' ')}: {e['name']} in {e['file']}: {e['stored']}"
+            where = f" in {e['file']}" if e["file"] else ""
+            lines.append(f"{which.replace('_', ' ')}: {e['name']}{where}: {e['stored']}"
                          + (" (tied to the embedding)" if e.get("tied") else ""))
     if t.get("found_by"):
         lines.append(f"found by: {t['found_by']}")
