@@ -12,6 +12,8 @@ from . import __version__
 from .cli_errors import EXIT_ERROR, EXIT_GATE, EXIT_USAGE, handle_errors, paragraph  # noqa: F401 (exit codes re-exported)
 from .formats import LAYOUTS, output_layouts
 
+DEFAULT_LAYOUT = "vllm-v0"  # the seed's layout, kept as the default (its note says which vLLM refuses it)
+
 def _size(value: str) -> int:
     from .units import parse_size
 
@@ -74,8 +76,8 @@ def target_tensor_options(fn):
 @click.argument("draft")
 @click.option("--target", "-t", required=True, help="Target model: folder or org/name repo id.")
 @click.option("--out", "-o", type=click.Path(), help="Output folder (written atomically).")
-@click.option("--to", "to", type=click.Choice(output_layouts()), default="vllm-v0", show_default=True,
-              help="Output layout (see `eagle-convert layouts`).")
+@click.option("--to", "to", type=click.Choice(output_layouts()), default=DEFAULT_LAYOUT, show_default=True,
+              help=f"Output layout (see `eagle-convert layouts`). {LAYOUTS[DEFAULT_LAYOUT].note}.")
 @click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float16", "float32"]), default="auto",
               show_default=True, help="Output float dtype; auto = the target's torch_dtype.")
 @click.option("--fc-bias", type=click.Choice(["error", "drop", "fold"]), default="error", show_default=True,
@@ -238,6 +240,8 @@ def layouts():
     for layout in LAYOUTS.values():
         io = ("read" if layout.readable else "") + ("/write" if layout.writable else "")
         click.echo(f"{layout.name:<12} {io.strip('/'):<10} {', '.join(layout.kinds):<14} {layout.summary}")
+        if layout.note:
+            click.echo(f"{'':<12} note: {layout.note}")
 
 
 @main.command()
