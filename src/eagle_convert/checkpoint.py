@@ -175,10 +175,10 @@ def _pickle_refusal(where: str, exc: Exception) -> CorruptCheckpointError:
     found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
     return CorruptCheckpointError(
         f"{where} cannot be loaded safely: it holds objects other than tensors"
-        f"{f' ({found.group(1)})' if found else ''}, and eagle-convert only loads tensors (loading the objects would "
-        "run code from the file).",
-        "Re-save the weights as safetensors with a tool you trust, on a machine where running the file's code is "
-        "acceptable, or obtain a safetensors copy of the checkpoint from its publisher.")
+        f"{f' (one built by `{found.group(1)}`)' if found else ''}, and eagle-convert only loads tensors (loading "
+        "the objects would run code from the file).",
+        "Obtain a safetensors copy of the checkpoint from its publisher, or re-save its tensors as safetensors with "
+        "a tool you trust (only if you trust the file itself: loading it runs its code).")
 
 
 def config_dtype(config: dict) -> str | None:
