@@ -106,14 +106,14 @@ def test_what_a_layout_does_not_keep_is_still_a_problem(pair, tmp_path):
     _edit_tensors(tmp_path / "v1", lambda t: {**t, "fc.bias": torch.ones(t["fc.weight"].shape[0])})
     report = eagle_convert.inspect(str(tmp_path / "v1"), str(target))
     [problem] = [p for p in report.problems if "fc.bias present" in p.what]
-    assert problem.fix == "--to vllm --fc-bias fold (exact) or --to vllm-v0 / --to sglang, which keep it."
+    assert problem.fix == "--to vllm --fc-bias fold (exact), or keep it with --to vllm-v0 / --to sglang."
 
     eagle_convert.convert(str(draft), str(target), tmp_path / "v0", to="vllm-v0")
     _edit_tensors(tmp_path / "v0", lambda t: {k: v for k, v in t.items() if k != "lm_head.weight"})
     report = eagle_convert.inspect(str(tmp_path / "v0"), str(target))
     assert report.layout == "vllm-v0"
     [problem] = [p for p in report.problems if "No LM head" in p.what]
-    assert "vllm-v0" not in problem.fix and "--to vllm / --to sglang share the target's by design" in problem.fix
+    assert "vllm-v0" not in problem.fix and "with --to vllm / --to sglang the engine uses" in problem.fix
 
 
 def test_a_transformers5_dtype_key_is_read_like_torch_dtype(pair):

@@ -175,19 +175,22 @@ def _other_layouts(head: DraftHead, keep) -> list[str]:
 
 def _fc_bias_fix(head: DraftHead) -> str:
     keeping = _other_layouts(head, lambda layout: _holds(layout, head, "fc.bias"))
-    folds = head.spec.kind == EAGLE1 and head.layout.name != "vllm"  # plan.py folds an EAGLE-1 fc bias for vLLM V1
-    ways = (["--to vllm --fc-bias fold (exact)"] if folds else []) + ([_to(keeping)] if keeping else [])
+    # plan.py folds an EAGLE-1 fc bias into the embedding for a layout without one (vLLM V1)
+    folding = _other_layouts(head, lambda layout: not _holds(layout, head, "fc.bias")) if head.spec.kind == EAGLE1 \
+        else []
+    ways = ([f"{_to(folding)} --fc-bias fold (exact)"] if folding else []) + \
+        ([f"keep it with {_to(keeping)}"] if keeping else [])
     if not ways:
         return "No layout eagle-convert writes holds this head's fc bias; `eagle-convert layouts` lists them."
-    return f"{' or '.join(ways)}{', which keep it' if keeping else ''}."
+    return f"{', or '.join(ways)}."
 
 
 def _lm_head_fix(head: DraftHead) -> str:
     sharing = _other_layouts(head, lambda layout: _shares_target_lm_head(layout, head.spec))
     splicing = _other_layouts(head, lambda layout: not _shares_target_lm_head(layout, head.spec))
     parts = ([f"{_to(splicing)} splices the target's in"] if splicing else []) + \
-        ([f"{_to(sharing)} share the target's by design"] if sharing else [])
-    return f"eagle-convert convert DRAFT --target TARGET -o OUT: {'; '.join(parts)}."
+        ([f"with {_to(sharing)} the engine uses the target's by design"] if sharing else [])
+    return f"eagle-convert convert DRAFT --target TARGET -o OUT {'; '.join(parts)}."
 
 
 def _to(layouts: list[str]) -> str:
