@@ -96,6 +96,24 @@ def test_unsafe_pickle_is_refused(pair, tmp_path):
     assert "cannot be loaded safely" in flat(result.stderr)
 
 
+def test_a_pickle_of_objects_is_refused_without_torchs_advice_to_unpickle_it(pair, tmp_path):
+    """torch's refusal tells the user to re-run with weights_only=False, which would run the file's code: the message
+    says what the file is instead, and how to get tensors out of it safely."""
+    target, draft, _ = pair()
+
+    class Payload:
+        def __reduce__(self):
+            return (print, ("this must never run",))
+
+    torch.save({"fc.weight": torch.zeros(2), "evil": Payload()}, draft / "pytorch_model.bin")
+    with pytest.raises(errors.CorruptCheckpointError) as exc:
+        eagle_convert.convert(str(draft), str(target), tmp_path / "out")
+    text = f"{exc.value.message} {exc.value.hint}"
+    assert "weights_only" not in text and "can still be loaded" not in text and "\x1b" not in text
+    assert "objects other than tensors" in exc.value.message and "only loads tensors" in exc.value.message
+    assert "safetensors" in exc.value.hint and not (tmp_path / "out").exists()
+
+
 def test_index_naming_a_missing_shard(pair, tmp_path):
     target, draft, _ = pair(shards=3)
     (target / "model-00002-of-00003.safetensors").unlink()

@@ -241,3 +241,32 @@ def test_eagle3_full_draft_vocab_writes_no_d2t_for_vllm(pair, tmp_path):
         assert ("d2t" in tensors) is (to == "sglang"), to  # vLLM refuses an (identity) d2t with a full vocab
         if to != "sglang":
             assert "identity" in dict(result.plan.dropped)["d2t"]
+
+
+def test_vllm_v0_says_where_a_user_looks_that_current_vllm_refuses_it(pair, tmp_path):
+    """The default layout is refused by vLLM >= 0.10: `--to`'s help, `layouts` and the conversion itself say so and
+    name the layouts current vLLM loads; a conversion to another layout says nothing of it (negative control)."""
+    import subprocess
+    import sys
+
+    def cli(*args):
+        done = subprocess.run([sys.executable, "-m", "eagle_convert", *map(str, args)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    def said(text):
+        return "vLLM >= 0.10 refuses" in " ".join(text.split())
+
+    target, draft, _ = pair(fc_bias=False)
+    assert said(cli("convert", "--help").stdout)
+    listed = cli("layouts").stdout.splitlines()
+    row = next(i for i, line in enumerate(listed) if line.startswith("vllm-v0 "))
+    assert said(listed[row + 1]) and "--to vllm" in listed[row + 1] and "--to speculators" in listed[row + 1]
+    human = cli("convert", draft, "-t", target, "-o", tmp_path / "v0", "-q")  # the default layout
+    stderr = " ".join(human.stderr.split())  # paragraphs are wrapped
+    assert stderr.count("warning: vLLM >= 0.10 refuses the vllm-v0 layout") == 1 and not said(human.stdout)
+    assert "--to vllm, or --to speculators" in stderr
+    as_json = json.loads(cli("convert", draft, "-t", target, "-o", tmp_path / "v0-json", "--json").stdout)
+    assert any(said(w) for w in as_json["warnings"])
+    other = cli("convert", draft, "-t", target, "-o", tmp_path / "v1", "--to", "vllm", "--json")
+    assert json.loads(other.stdout)["warnings"] == [] and not said(other.stderr)

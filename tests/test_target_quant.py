@@ -256,3 +256,45 @@ def test_cli_refuses_a_packed_head_in_one_paragraph_and_lm_head_from_converts(qu
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert torch.equal(load_file(tmp_path / "out" / "model.safetensors")[HEAD], quant["w"])
+
+
+def test_a_float_head_whose_rows_disagree_with_the_config_is_not_called_packed(quant, tmp_path):
+    """A config that says another vocab_size than the float LM head's rows: the config and weights disagree, which
+    --lm-head-from cannot fix; the message says so and what to do."""
+    from eagle_convert.checkpoint import Checkpoint
+    from eagle_convert.io.source import LocalSource
+    from eagle_convert.target import read_target
+
+    wrong = tmp_path / "wrong-vocab"
+    _rewrite(quant["fp32"], wrong, quant["shard"], lambda t: t, {"vocab_size": 1000})
+    with pytest.raises(errors.ShapeMismatchError) as exc:
+        read_target(Checkpoint(LocalSource(wrong))).lm_head_weight()  # what convert reads
+    text = f"{exc.value.message} {exc.value.hint}"
+    assert f"lm_head.weight) is float32 [{V}, {H}]" in text and "config says vocab_size 1000" in text
+    assert "rows must equal vocab_size" in text and "not packed" in text and "config.json" in exc.value.hint
+    assert "--lm-head-from" not in text and "packed or quantized" not in text
+    report = eagle_convert.inspect(str(wrong))
+    assert "packed" not in report.target["lm_head"]["stored"]
+    assert all("rows must equal vocab_size" in p.what and "--lm-head-from" not in p.fix for p in report.problems)
+
+
+def test_inspect_bench_verdict_is_the_check_bench_makes(quant, tmp_path):
+    """FP8 and packed targets, which `bench` refuses, are not 'bench runner: yes'; the unquantized base still is.
+    A packed head with no `weight` tensor is shown in the file that holds its packed form."""
+    import subprocess
+    import sys
+
+    _, fp8, _, _ = quant["per-channel"]
+    packed = tmp_path / "packed"
+    _rewrite(quant["fp32"], packed, quant["shard"], PACKED["int4-packed"],
+             {"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized"}})
+    for folder in (fp8, packed):
+        bench = eagle_convert.inspect(str(folder)).target["bench"]
+        assert bench.startswith("no: The bench runner runs unquantized targets") and "--engine vllm" in bench
+    assert eagle_convert.inspect(str(quant["fp32"])).target["bench"] == "yes"
+    done = subprocess.run([sys.executable, "-m", "eagle_convert", "inspect", str(packed)], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"lm head: lm_head.weight in {quant['shard']}: packed (refused)" in done.stdout
+    assert " in :" not in done.stdout
+    assert "bench runner: no: " in done.stdout

@@ -3,6 +3,7 @@ it. Opening one reads the config, the index and safetensors headers (lazily, per
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -151,10 +152,7 @@ class Checkpoint:
                     state = torch.load(path, map_location="cpu", weights_only=True)  # legacy (non-zip) format
                     mapped = False
             except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError... for bad files
-                raise CorruptCheckpointError(
-                    f"{self.source.describe(rel)} cannot be loaded safely ({type(exc).__name__}: {str(exc).splitlines()[0]}).",
-                    "It is corrupt, truncated, or needs arbitrary unpickling; re-download it or re-save it as a plain "
-                    "state dict of tensors.") from exc
+                raise _pickle_refusal(self.source.describe(rel), exc) from exc
             if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
                 state = state["state_dict"]
             if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
@@ -163,6 +161,29 @@ class Checkpoint:
             self._pickles[rel] = state
             self._pickle_spans[rel] = _mapped_spans(path, state) if mapped else {}
         return self._pickles[rel]
+
+
+def _pickle_refusal(where: str, exc: Exception) -> CorruptCheckpointError:
+    """Why a `.bin` did not load. torch's own message for a pickle holding objects advises re-running with
+    weights_only=False, which runs whatever code the file holds: never repeated here, next to a possibly hostile
+    file."""
+    text = str(exc)
+    if "Weights only load failed" not in text:
+        return CorruptCheckpointError(
+            f"{where} cannot be loaded safely ({type(exc).__name__}: {text.splitlines()[0] if text else ''}).",
+            "It is corrupt or truncated: re-download it, or re-save it as a plain state dict of tensors.")
+    found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+    return CorruptCheckpointError(
+        f"{where} cannot be loaded safely: it holds objects other than tensors"
+        f"{f' (one built by `{found.group(1)}`)' if found else ''}, and eagle-convert only loads tensors (loading "
+        "the objects would run code from the file).",
+        "Obtain a safetensors copy of the checkpoint from its publisher, or re-save its tensors as safetensors with "
+        "a tool you trust (only if you trust the file itself: loading it runs its code).")
+
+
+def config_dtype(config: dict) -> str | None:
+    """The dtype a Hugging Face config names: `torch_dtype`, or `dtype` as transformers 5 writes it."""
+    return config.get("torch_dtype") or config.get("dtype")
 
 
 def _mapped_spans(path, state: dict[str, torch.Tensor]) -> dict[str, tuple[int, int]]:

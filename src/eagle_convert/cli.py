@@ -12,6 +12,8 @@ from . import __version__
 from .cli_errors import EXIT_ERROR, EXIT_GATE, EXIT_USAGE, handle_errors, paragraph  # noqa: F401 (exit codes re-exported)
 from .formats import LAYOUTS, output_layouts
 
+DEFAULT_LAYOUT = "vllm-v0"  # the seed's layout, kept as the default (its note says which vLLM refuses it)
+
 def _size(value: str) -> int:
     from .units import parse_size
 
@@ -74,8 +76,8 @@ def target_tensor_options(fn):
 @click.argument("draft")
 @click.option("--target", "-t", required=True, help="Target model: folder or org/name repo id.")
 @click.option("--out", "-o", type=click.Path(), help="Output folder (written atomically).")
-@click.option("--to", "to", type=click.Choice(output_layouts()), default="vllm-v0", show_default=True,
-              help="Output layout (see `eagle-convert layouts`).")
+@click.option("--to", "to", type=click.Choice(output_layouts()), default=DEFAULT_LAYOUT, show_default=True,
+              help=f"Output layout (see `eagle-convert layouts`). {LAYOUTS[DEFAULT_LAYOUT].note}.")
 @click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float16", "float32"]), default="auto",
               show_default=True, help="Output float dtype; auto = the target's torch_dtype.")
 @click.option("--fc-bias", type=click.Choice(["error", "drop", "fold"]), default="error", show_default=True,
@@ -180,13 +182,15 @@ def inspect(path, target, drop, target_pattern, as_json, revision, target_revisi
 
 
 def _human_inspect(report) -> str:
+    from .checkpoint import config_dtype  # torch is loaded by now: inspect ran
+
     cfg = report.config
     if report.target and isinstance(cfg.get("text_config"), dict):  # a multimodal target's sizes are its text model's
         cfg = {**cfg, **cfg["text_config"]}
     lines = [f"{report.path}: {report.layout or 'unrecognised'} layout"
              + (f" ({report.layout_reason})" if report.layout_reason else ""),
              f"kind: {report.kind or '?'}; hidden {cfg.get('hidden_size')}, vocab {cfg.get('vocab_size')}, "
-             f"max positions {cfg.get('max_position_embeddings')}, torch_dtype {cfg.get('torch_dtype')}",
+             f"max positions {cfg.get('max_position_embeddings')}, torch_dtype {config_dtype(cfg)}",
              "tensors:"]
     width = max((len(t["name"]) for t in report.tensors), default=0)
     lines += [f"  {t['name']:<{width}}  {t['dtype']:<5} {str(t['shape']):<14} {t['file']}" for t in report.tensors]
@@ -210,7 +214,8 @@ def _human_target(t: dict) -> list[str]:
     for which in ("lm_head", "embedding"):
         if which in t:
             e = t[which]
-            lines.append(f"{which.replace('_', ' ')}: {e['name']} in {e['file']}: {e['stored']}"
+            where = f" in {e['file']}" if e["file"] else ""
+            lines.append(f"{which.replace('_', ' ')}: {e['name']}{where}: {e['stored']}"
                          + (" (tied to the embedding)" if e.get("tied") else ""))
     if t.get("found_by"):
         lines.append(f"found by: {t['found_by']}")
@@ -235,6 +240,8 @@ def layouts():
     for layout in LAYOUTS.values():
         io = ("read" if layout.readable else "") + ("/write" if layout.writable else "")
         click.echo(f"{layout.name:<12} {io.strip('/'):<10} {', '.join(layout.kinds):<14} {layout.summary}")
+        if layout.note:
+            click.echo(f"{'':<12} note: {layout.note}")
 
 
 @main.command()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .checkpoint import SAFETENSORS_CODES
+from .checkpoint import SAFETENSORS_CODES, config_dtype
 from .draft import DraftHead, load_draft
 from .errors import EagleConvertError
+from .formats import LAYOUTS
 from .resolve import open_input
 from .spec import EAGLE1, EAGLE3
 from .ranks.checkpoint import RankedCheckpoint
@@ -113,23 +114,22 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
     spec, cfg, names = head.spec, head.checkpoint.config, set(head.tensors)
     out: list[Problem] = []
     convert_hint = "eagle-convert convert DRAFT --target TARGET -o OUT --to LAYOUT"
-    if spec.kind == EAGLE1 and "lm_head.weight" not in names:
-        out.append(Problem("No LM head: an EAGLE-1 head uses its target's.",
-                           f"{convert_hint} splices it in where the engine needs it (vllm-v0)."))
+    if spec.kind == EAGLE1 and "lm_head.weight" not in names and not _shares_target_lm_head(head.layout, spec):
+        out.append(Problem("No LM head: an EAGLE-1 head uses its target's.", _lm_head_fix(head)))
     if "bias" in cfg:
         out.append(Problem(f"SafeAILab config key bias={cfg['bias']!r} (the fc bias flag): vLLM reads it as attention "
                            "bias and, when true, creates q/k/v/o biases that are never loaded.",
                            f"{convert_hint} removes it and states the fc bias the engine's way."))
-    if spec.fc_bias:
-        out.append(Problem("fc.bias present: vLLM V1 cannot express it (dropped silently).",
-                           "--to vllm --fc-bias fold (exact), or --to vllm-v0 / --to sglang."))
+    if spec.fc_bias and not _holds(head.layout, head, "fc.bias"):
+        out.append(Problem("fc.bias present: vLLM V1 cannot express it (dropped silently).", _fc_bias_fix(head)))
     if spec.max_position_embeddings <= 2048:
         limit = target.config.get("max_position_embeddings") if target else None
         out.append(Problem(f"max_position_embeddings is {spec.max_position_embeddings}: drafting stops or crashes past it.",
                            f"convert raises it to the target's{f' ({limit})' if limit else ''}; RoPE stays the draft's."))
     stored = {SAFETENSORS_CODES[r.dtype] for r in head.tensors.values() if r.dtype.is_floating_point}
-    if "F32" in stored and str(cfg.get("torch_dtype")) in HALF:
-        out.append(Problem(f"Stored in float32 though the config says {cfg.get('torch_dtype')}: twice the bytes.",
+    said = config_dtype(head.layout.flat_config(cfg))  # a wrapper layout (vllm-v0) has it in its inner config
+    if "F32" in stored and str(said) in HALF:
+        out.append(Problem(f"Stored in float32 though the config says {said}: twice the bytes.",
                            "convert --dtype auto writes the target's dtype."))
     if head.checkpoint.weight_format == "bin":
         out.append(Problem("Pickle (.bin) weights: engines prefer safetensors.", "convert writes safetensors only."))
@@ -149,3 +149,49 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
             out.append(Problem(f"Vocab mismatch: head {spec.vocab_size}, target {target.vocab_size}.",
                                "Use the target this head was trained for."))
     return out
+
+
+# What a layout keeps by design is asked of the layout itself (formats/), so that a correct output of each layout
+# reports no problem, and a fix never names the layout the folder is already in.
+
+def _holds(layout, head: DraftHead, role: str) -> bool:
+    """`layout` writes this head, `role` included, as it is (vllm-v0 and sglang keep an EAGLE-1 fc bias)."""
+    canonical = frozenset(head.tensors)
+    return (layout.writable and layout.refusal(head.spec, canonical) is None
+            and role in layout.output_names(head.spec, canonical).values())
+
+
+def _shares_target_lm_head(layout, spec) -> bool:
+    """The engine takes this head's LM head from the target by design (EAGLE-1 in vllm and sglang)."""
+    return "lm_head.weight" in layout.dropped_reasons(spec)
+
+
+def _other_layouts(head: DraftHead, keep) -> list[str]:
+    """The output layouts, other than the folder's own, that write this head and satisfy `keep(layout)`."""
+    canonical = frozenset(head.tensors)
+    return [name for name, layout in LAYOUTS.items() if layout.writable and layout is not head.layout
+            and layout.refusal(head.spec, canonical) is None and keep(layout)]
+
+
+def _fc_bias_fix(head: DraftHead) -> str:
+    keeping = _other_layouts(head, lambda layout: _holds(layout, head, "fc.bias"))
+    # plan.py folds an EAGLE-1 fc bias into the embedding for a layout without one (vLLM V1)
+    folding = _other_layouts(head, lambda layout: not _holds(layout, head, "fc.bias")) if head.spec.kind == EAGLE1 \
+        else []
+    ways = ([f"{_to(folding)} --fc-bias fold (exact)"] if folding else []) + \
+        ([f"keep it with {_to(keeping)}"] if keeping else [])
+    if not ways:
+        return "No layout eagle-convert writes holds this head's fc bias; `eagle-convert layouts` lists them."
+    return f"{', or '.join(ways)}."
+
+
+def _lm_head_fix(head: DraftHead) -> str:
+    sharing = _other_layouts(head, lambda layout: _shares_target_lm_head(layout, head.spec))
+    splicing = _other_layouts(head, lambda layout: not _shares_target_lm_head(layout, head.spec))
+    parts = ([f"{_to(splicing)} splices the target's in"] if splicing else []) + \
+        ([f"with {_to(sharing)} the engine uses the target's by design"] if sharing else [])
+    return f"eagle-convert convert DRAFT --target TARGET -o OUT {'; '.join(parts)}."
+
+
+def _to(layouts: list[str]) -> str:
+    return " / ".join(f"--to {name}" for name in layouts)

@@ -131,7 +131,7 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
     dtype_name = resolve_dtype(dtype, target)
     out_dtype = DTYPE_NAMES[dtype_name]
     notes = list(head.notes) + list(target.notes)
-    warnings: list[str] = []
+    warnings: list[str] = [layout.note] if layout.note else []  # e.g. which engines refuse the layout
     dropped = list(head.dropped)
 
     roles = dict(layout.output_names(spec, canonical))  # output name -> canonical role (or a derived marker)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .checkpoint import Checkpoint, TensorRef
+from .checkpoint import Checkpoint, TensorRef, config_dtype
 from .errors import LayoutError, MissingTensorError, ShapeMismatchError
 from .targets import CAUSAL_LM, TargetFamily, family_for, family_names
 from .targets.quant import StoredWeight, block_size_of, has_packed_form, stored_weight
@@ -149,8 +149,7 @@ def _sizes(ckpt: Checkpoint, family: TargetFamily | None) -> dict:
         raise LayoutError(f"The target config ({ckpt.label}) has no {', '.join(missing)}.",
                           "TARGET must be a Hugging Face causal-LM checkpoint (config.json with the model sizes).")
     # A per-rank save holds the engine's runtime dtype, whatever the config it copied says (ranks/checkpoint.py).
-    dtype = ckpt.stored_dtype or cfg.get("torch_dtype") or cfg.get("dtype") or top.get("torch_dtype") \
-        or top.get("dtype")
+    dtype = ckpt.stored_dtype or config_dtype(cfg) or config_dtype(top)
     return dict(hidden_size=int(cfg["hidden_size"]), vocab_size=int(cfg["vocab_size"]),
                 num_hidden_layers=int(cfg["num_hidden_layers"]),
                 tied=bool(cfg.get("tie_word_embeddings", top.get("tie_word_embeddings", False))),

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 from .checkpoint import Checkpoint
-from .errors import EagleConvertError
+from .errors import EagleConvertError, ShapeMismatchError
 from .formats.registry import detect_layout
 from .target import read_target
 from .targets import CAUSAL_LM, family_for
-from .targets.base import RUNNER_NONE
-from .targets.quant import quantization_summary
+from .targets.quant import quantization_summary, stored_names
 
 
 def looks_like_target(ckpt: Checkpoint) -> bool:
@@ -22,13 +21,15 @@ def looks_like_target(ckpt: Checkpoint) -> bool:
 
 def _stored(info, which: str) -> dict:
     name = info.embed_name if which == "embedding" else (info.lm_head_name or info.embed_name)
-    entry = {"name": name, "file": info.checkpoint.file_of(name), "tied": which == "lm_head" and
+    held_in = next((n for n in stored_names(info.checkpoint, name)), name)  # a packed head may have no `weight`
+    entry = {"name": name, "file": info.checkpoint.file_of(held_in), "tied": which == "lm_head" and
              info.lm_head_name is None}
     try:
         stored = info.embedding_weight() if which == "embedding" else info.lm_head_weight()
     except EagleConvertError as exc:
-        return {**entry, "stored": "packed (refused)", "dtype": None, "shape": None, "refusal": exc.message,
-                "fix": exc.hint}
+        what = "shape disagrees with the config (refused)" if isinstance(exc, ShapeMismatchError) else \
+            "packed (refused)"
+        return {**entry, "stored": what, "dtype": None, "shape": None, "refusal": exc.message, "fix": exc.hint}
     return {**entry, "dtype": str(stored.ref.dtype).removeprefix("torch."), "shape": list(stored.ref.shape),
             "stored": f"fp8 {stored.scheme}, scale {stored.scale.name} (dequantized exactly)" if stored.quantized
             else "float (copied)"}
@@ -51,20 +52,25 @@ def describe_target(ckpt: Checkpoint) -> tuple[dict, list[tuple[str, str]]]:
         info = read_target(ckpt)
     except EagleConvertError as exc:
         problems.append((exc.message, exc.hint))
-        return {**report, "bench": _bench(family)}, problems
+        return {**report, "bench": _bench(ckpt)}, problems
     report.update(sizes_in=family.text_config if family and family.sizes_config(ckpt.config) is not ckpt.config
                   else "config", hidden_size=info.hidden_size, vocab_size=info.vocab_size,
                   num_hidden_layers=info.num_hidden_layers, tie_word_embeddings=info.tied, found_by=info.found_by,
-                  lm_head=_stored(info, "lm_head"), embedding=_stored(info, "embedding"), bench=_bench(family))
+                  lm_head=_stored(info, "lm_head"), embedding=_stored(info, "embedding"), bench=_bench(ckpt))
     for which in ("lm_head", "embedding"):
         if "refusal" in report[which]:
             problems.append((report[which]["refusal"], report[which]["fix"]))
     return report, problems
 
 
-def _bench(family) -> str:
-    if family is None:
+def _bench(ckpt: Checkpoint) -> str:
+    """The bench runner's verdict, from the check `bench` itself makes (runner_target): never a copy of it."""
+    from .runner.targets import runner_target
+
+    try:
+        view = runner_target(ckpt)
+    except EagleConvertError as exc:
+        return f"no: {exc.message} {exc.hint}"
+    if view.family is None:
         return "unknown family: the runner tries it as a Llama-family CausalLM"
-    if family.runner is RUNNER_NONE:
-        return "no: the runner does not implement it; use `eagle-convert bench --engine vllm`"
-    return "yes, text-only (its language model)" if family.multimodal else "yes"
+    return "yes, text-only (its language model)" if view.text_only else "yes"

@@ -69,6 +69,9 @@ class Layout:
     readable: bool = True
     writable: bool = True
     engine: str = ""  # which engine loads it (README table)
+    # What a user of this layout must know, said by `eagle-convert layouts`, in `--to`'s help when it is the
+    # default, and as a warning after every conversion to it (e.g. which engine versions refuse it).
+    note: str = ""
     detect_priority: int = 50  # lower is tried first: the most specific layouts go first
     # Aux layer ids nested in eagle_config: 0 = vLLM's convention (ours: input of layer i), 1 = SGLang's (output of
     # layer i; SGLang adds 1, models/llama.py set_eagle3_layers_to_capture), as SGLang-lineage exporters write them.

@@ -15,6 +15,8 @@ class VllmV0(Layout):
     name = "vllm-v0"
     summary = "vLLM v0 EAGLE wrapper (`model_type: eagle`), LM head and embedding spliced in, fc bias kept"
     engine = "vLLM 0.6-0.9 (V0 engine)"
+    note = ("vLLM >= 0.10 refuses the vllm-v0 layout (its V1 engine does not load the spliced lm_head.weight): for "
+            "current vLLM convert with --to vllm, or --to speculators for an EAGLE-3 head")
     detect_priority = 10
     kinds = (EAGLE1,)
 

@@ -4,7 +4,7 @@ config.json and the safetensors headers of the rank files of the stages that hol
 
 from __future__ import annotations
 
-from ..checkpoint import Checkpoint, TensorRef, parse_safetensors_header
+from ..checkpoint import Checkpoint, TensorRef, config_dtype, parse_safetensors_header
 from ..errors import LayoutError, MissingTensorError
 from ..io.source import FileSource, read_json
 from ..spec import TARGET_EMBED, TARGET_LM_HEAD
@@ -47,7 +47,7 @@ class RankedCheckpoint(Checkpoint):
                               "model, and it names files that are not the rank files")
         stored = next(iter(self._tensors.values())).dtype
         self.stored_dtype = str(stored).removeprefix("torch.")
-        said = text.get("torch_dtype") or text.get("dtype")
+        said = config_dtype(text)
         if said and said != self.stored_dtype:
             self.notes.append(f"the rank files hold {self.stored_dtype} (the engine's runtime dtype) though config.json "
                               f"says {said}: --dtype auto writes {self.stored_dtype}")

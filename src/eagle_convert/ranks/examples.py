@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from ..checkpoint import config_dtype
 from ..spec import TARGET_EMBED, TARGET_LM_HEAD
 from .formats import TRTLLM
 
@@ -85,7 +86,7 @@ def save_vllm_ranks(folder: Path, config: dict, tensors: dict[str, torch.Tensor]
 
 def trtllm_config(config: dict, tp: int, pp: int = 1, embedding: str = "replicated") -> dict:
     """A TensorRT-LLM PretrainedConfig dict for a Hugging Face config."""
-    return {"architecture": config.get("architectures", ["LlamaForCausalLM"])[0], "dtype": config.get("torch_dtype"),
+    return {"architecture": config.get("architectures", ["LlamaForCausalLM"])[0], "dtype": config_dtype(config),
             "vocab_size": config["vocab_size"], "hidden_size": config["hidden_size"],
             "num_hidden_layers": config["num_hidden_layers"],
             "num_attention_heads": config["num_attention_heads"],

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from ..checkpoint import Checkpoint, TensorRef
-from ..errors import UnsupportedConversionError
+from ..errors import ShapeMismatchError, UnsupportedConversionError
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 SCALE_SUFFIXES = ("weight_scale", "weight_scale_inv")
@@ -58,6 +58,17 @@ def _packed_refusal(ckpt: Checkpoint, name: str, what: str) -> UnsupportedConver
         "from). FP8 heads with a weight_scale / weight_scale_inv are dequantized automatically.")
 
 
+def _shape_refusal(ckpt: Checkpoint, ref: TensorRef, shape: tuple[int, int], what: str) -> ShapeMismatchError:
+    """A float (or FP8) tensor of the wrong shape is not packed: the config's sizes do not describe these weights."""
+    return ShapeMismatchError(
+        f"The target's {what} ({ref.name}) is {str(ref.dtype).removeprefix('torch.')} {list(ref.shape)}, but "
+        f"{ckpt.label}'s config says vocab_size {shape[0]} and hidden_size {shape[1]}: the {what}'s rows must "
+        "equal vocab_size (and its columns hidden_size). A float tensor is stored as it is, not packed: the config "
+        "and the weights disagree.",
+        "Fix vocab_size / hidden_size in the target's config.json to match its weights if the config was edited or "
+        "copied from another model, or point --target at the checkpoint the head was trained for.")
+
+
 def _packed_evidence(ckpt: Checkpoint, name: str) -> str:
     stem = name.removesuffix("weight")
     found = [stem + s for s in PACKED_SUFFIXES if ckpt.has(stem + s)]
@@ -68,8 +79,13 @@ def _packed_evidence(ckpt: Checkpoint, name: str) -> str:
 
 
 def has_packed_form(ckpt: Checkpoint, name: str) -> bool:
+    return any(n != name for n in stored_names(ckpt, name))
+
+
+def stored_names(ckpt: Checkpoint, name: str) -> list[str]:
+    """The tensors that hold `name` in this checkpoint: itself, and the parts of a packed form (qweight, scales...)."""
     stem = name.removesuffix("weight")
-    return any(ckpt.has(stem + s) for s in PACKED_SUFFIXES)
+    return [n for n in (name, *(stem + s for s in PACKED_SUFFIXES)) if ckpt.has(n)]
 
 
 def stored_weight(ckpt: Checkpoint, name: str, shape: tuple[int, int], what: str,
@@ -78,6 +94,8 @@ def stored_weight(ckpt: Checkpoint, name: str, shape: tuple[int, int], what: str
     if not ckpt.has(name):
         raise _packed_refusal(ckpt, name, what)
     ref = ckpt.ref(name)
+    if ref.dtype.is_floating_point and ref.shape != shape and not has_packed_form(ckpt, name):
+        raise _shape_refusal(ckpt, ref, shape, what)
     if ref.dtype in FP8_DTYPES:
         stem = name.removesuffix("weight")
         scale_name = next((stem + s for s in SCALE_SUFFIXES if ckpt.has(stem + s)), None)
