@@ -101,7 +101,7 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             offline: bool | None = None, progress: bool = False, check_embedding: bool = False,
             target_pattern: str | None = None, target_lm_head: str | None = None, target_embed: str | None = None,
             lm_head_from: str | None = None) -> ConversionResult:
-    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (see the README for every option)."""
+    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (docs/convert.md describes every option)."""
     quiet = not progress
     # A dry run reads the draft's safetensors header by range too, so it fetches no tensor data.
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft", quiet=quiet,

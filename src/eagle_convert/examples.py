@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-WORDS = ["<unk>", "<s>", "</s>"]  # ids 0..2; the rest are "t<i>" as in shared/golden
+WORDS = ["<unk>", "<s>", "</s>"]  # ids 0..2; the rest are "t<i>" as in tests/golden
 
 
 @dataclass
@@ -86,7 +86,7 @@ def target_tensors(cfg: TinyConfig, seed: int = 0, zero_attention: bool = False)
 
 
 def write_tokenizer(folder: Path, vocab_size: int) -> None:
-    """A word-level tokenizer ("t<i>" = id i), a chat template and generation config, like shared/golden's."""
+    """A word-level tokenizer ("t<i>" = id i), a chat template and generation config, like tests/golden's."""
     vocab = {w: k for k, w in enumerate(WORDS)} | {f"t{k}": k for k in range(len(WORDS), vocab_size)}
     tok = {
         "version": "1.0", "truncation": None, "padding": None,

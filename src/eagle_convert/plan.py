@@ -126,7 +126,7 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
     if refusal:
         raise UnsupportedConversionError(f"Cannot write this {spec.variant} head as --to {to}: {refusal}.",
                                          "`eagle-convert layouts` lists which layouts hold which heads, and the "
-                                         "README's variant table which layout holds which EAGLE-3 variant.")
+                                         "variant table in docs/layouts.md which layout holds which EAGLE-3 variant.")
     check_pair(spec, target)
     dtype_name = resolve_dtype(dtype, target)
     out_dtype = DTYPE_NAMES[dtype_name]

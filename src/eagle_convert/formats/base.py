@@ -64,11 +64,11 @@ class OutputContext:
 
 class Layout:
     name: str = ""
-    summary: str = ""  # one line for the README table
+    summary: str = ""  # one line for the layouts table (docs/layouts.md)
     kinds: tuple[str, ...] = ()  # head kinds this layout can hold
     readable: bool = True
     writable: bool = True
-    engine: str = ""  # which engine loads it (README table)
+    engine: str = ""  # which engine loads it (docs/layouts.md table)
     # What a user of this layout must know, said by `eagle-convert layouts`, in `--to`'s help when it is the
     # default, and as a warning after every conversion to it (e.g. which engine versions refuse it).
     note: str = ""

@@ -1,4 +1,4 @@
-"""The one list of layouts. CLI choices, detection order and the README table all come from here."""
+"""The one list of layouts. CLI choices, detection order and the layouts table of docs/layouts.md all come from here."""
 
 from __future__ import annotations
 

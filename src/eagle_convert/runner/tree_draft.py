@@ -5,7 +5,7 @@ last target feature with the root token, and its output `first` predicts the roo
 slots P, P+1, ...: each row is a node that gets children, fed as (node token, the head's output hidden at its parent)
 at draft position P-1 + depth, and attends to every committed row, its expanded ancestors and itself. The next
 round's context pass overwrites those slots, so expansion KV is dropped without any copy
-(../shared/docs/tree-drafting.md §2.4).
+(docs/design/tree-drafting.md, "The head's attention over the tree").
 
 * dynamic (EAGLE-2/3, `topK_genrate`): the root's top-k are level 1; each of `depth` forwards expands the k best
   nodes of the last level (by cumulative log-prob), recording all k² children; then the global top-(T-1) rerank;

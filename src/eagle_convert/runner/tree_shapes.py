@@ -4,7 +4,7 @@ into one `TreeShape` before any model is loaded. Pure; no tensors.
 * chain: today's k-token chain (`-k`), a degenerate tree, run by speculate.py exactly as before;
 * dynamic (EAGLE-2/3): `depth` (d + 1 draft levels), `top_k`, `tokens` = verify tokens incl. the root (EAGLE's
   `total_token`, SGLang's `--speculative-num-draft-tokens`); SGLang's (num_steps S, topk K, num_draft_tokens T) is
-  depth S - 1, top_k K, tokens T (../shared/docs/tree-drafting.md §0);
+  depth S - 1, top_k K, tokens T (docs/design/tree-drafting.md, "Words and the parameter cross-walk");
 * static: a prefix-closed set of paths of child ranks (EAGLE choices, vLLM `speculative_token_tree`): the built-in
   `mc_sim_7b_63`, a JSON file of paths, or a Python-literal list of tuples as vLLM takes it.
 """

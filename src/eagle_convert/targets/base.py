@@ -30,11 +30,11 @@ class TargetFamily:
     architectures: tuple[str, ...]  # the transformers classes its checkpoints name
     namings: tuple[Naming, ...]  # tried in order; the first whose names are in the checkpoint wins
     text_config: str | None = None  # the sub-config holding sizes and tie_word_embeddings ("text_config")
-    rope: str = "default"  # the RoPE kind, for the record and the README ("default", "mrope", "yarn", ...)
+    rope: str = "default"  # the RoPE kind, for the record and docs/targets.md ("default", "mrope", "yarn", ...)
     runner: str | None = RUNNER_NONE
     runner_model_type: str | None = None  # the text model the runner runs (a multimodal wrapper's language model)
     multimodal: bool = False
-    note: str = ""  # what a user should know (README table)
+    note: str = ""  # what a user should know (docs/targets.md table)
 
     def sizes_config(self, config: dict) -> dict:
         """The dict holding hidden_size, vocab_size, num_hidden_layers (the text model's, for a multimodal wrapper).

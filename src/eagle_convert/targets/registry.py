@@ -1,4 +1,4 @@
-"""The one list of target families: lookup by config, the names listed in messages, the README table."""
+"""The one list of target families: lookup by config, the names listed in messages, the table in docs/targets.md."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def family_names() -> str:
 
 
 def markdown_table(checked: dict[str, str]) -> str:
-    """The README's target table; `checked` says how each family was checked (kept beside the tests)."""
+    """The target table of docs/targets.md; `checked` says how each family was checked (kept beside the tests)."""
     rows = ["| family | architectures | LM head / embedding (every naming) | sizes in | RoPE | bench runner | checked |",
             "|---|---|---|---|---|---|---|"]
     for f in FAMILIES.values():
