@@ -3,6 +3,7 @@ it. Opening one reads the config, the index and safetensors headers (lazily, per
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -128,17 +129,13 @@ class Checkpoint:
         if rel not in self._pickles:
             path = self.source.local_path(rel)
             try:
-                try:
-                    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-                    mapped = True
-                except RuntimeError as exc:
-                    if "mmap" not in str(exc):
-                        raise
-                    state = torch.load(path, map_location="cpu", weights_only=True)  # legacy (non-zip) format
-                    mapped = False
+                with warnings.catch_warnings():  # torch warns about odd pickles on stderr: our error says it all
+                    warnings.simplefilter("ignore")
+                    state, mapped = _torch_load(path)
             except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError... for bad files
+                first_line = next(iter(str(exc).splitlines()), "")
                 raise CorruptCheckpointError(
-                    f"{self.source.describe(rel)} cannot be loaded safely ({type(exc).__name__}: {str(exc).splitlines()[0]}).",
+                    f"{self.source.describe(rel)} cannot be loaded safely ({type(exc).__name__}: {first_line}).",
                     "It is corrupt, truncated, or needs arbitrary unpickling; re-download it or re-save it as a plain "
                     "state dict of tensors.") from exc
             if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
@@ -149,6 +146,16 @@ class Checkpoint:
             self._pickles[rel] = state
             self._pickle_spans[rel] = _mapped_spans(path, state) if mapped else {}
         return self._pickles[rel]
+
+
+def _torch_load(path) -> tuple[object, bool]:
+    """A `.bin` with weights_only=True, mmap'd when the zip format allows; and whether it was."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True), True
+    except RuntimeError as exc:
+        if "mmap" not in str(exc):
+            raise
+        return torch.load(path, map_location="cpu", weights_only=True), False  # legacy (non-zip) format
 
 
 def _mapped_spans(path, state: dict[str, torch.Tensor]) -> dict[str, tuple[int, int]]:

@@ -225,10 +225,13 @@ def check_header(header: object, data_len: int, where: str) -> None:
             raise CorruptCheckpointError(f"{where}: tensor {name!r} starts at byte {begin} of the data section and "
                                          f"{what}.", CORRUPT_HINT)
         end, last = stop, name
-    if end != data_len:
+    if end > data_len:
+        raise CorruptCheckpointError(f"{where} is truncated or corrupt: its tensors need {end} bytes of data (up to "
+                                     f"the end of {last!r}), the file holds {data_len}.", CORRUPT_HINT)
+    if end < data_len:
         raise CorruptCheckpointError(f"{where}: its tensors end at byte {end} of the data section" +
                                      (f" (after {last!r})" if last else "") + f", but the file holds {data_len} bytes "
-                                     "of data (truncated, or trailing bytes).", CORRUPT_HINT)
+                                     "of data: trailing bytes that no tensor accounts for.", CORRUPT_HINT)
 
 
 def _span_of(name: str, entry: object, where: str) -> tuple[int, int]:
