@@ -153,8 +153,8 @@ def test_nan_in_an_eagle3_lm_head_is_refused_with_name_and_count(pair, tmp_path)
     poison(draft / "model.safetensors", "lm_head.weight", {(3, 0): NAN, (3, 1): NAN, (7, 5): INF})
     poison(draft / "model.safetensors", "norm.weight", {(0,): -INF})
     err = refused(draft, target, tmp_path / "out", errors.NonFiniteError, "NaN or Inf", to="vllm")
-    assert "lm_head.weight (draft model.safetensors:lm_head.weight): 3" in err.message
-    assert "norm.weight (draft model.safetensors:norm.weight): 1" in err.message  # every such tensor, not the first
+    assert "lm_head.weight: 3 (from draft model.safetensors:lm_head.weight)" in err.message
+    assert "norm.weight: 1 (from draft model.safetensors:norm.weight)" in err.message  # every such tensor
     assert "--allow-nonfinite" in err.hint
 
 

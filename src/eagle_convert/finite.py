@@ -79,6 +79,6 @@ def _judge_fold(planned: PlannedTensor, written: int, checkpoints: dict[str, Che
 
 def refusal(found: dict[str, int], planned: dict[str, PlannedTensor]) -> NonFiniteError:
     """The error for source NaN/Inf without --allow-nonfinite: every tensor that has any, with its count."""
-    listed = "; ".join(f"{name} ({planned[name].describe_source()}): {n}" for name, n in found.items())
-    return NonFiniteError(f"NaN or Inf values in the source of {len(found)} tensor(s) to be written ({listed}); "
-                          "nothing was written.", ALLOW_HINT)
+    listed = "; ".join(f"{name}: {n} (from {planned[name].describe_source()})" for name, n in found.items())
+    return NonFiniteError(f"NaN or Inf values in the sources of {len(found)} tensor(s) to be written: {listed}. "
+                          "Nothing was written.", ALLOW_HINT)
