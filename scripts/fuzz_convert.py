@@ -167,6 +167,8 @@ def run_once(i: int, seed: int, fixtures: Path, work: Path, references: dict) ->
         if result.exit_code == 0:
             if "Traceback" in result.stderr or "Exception in thread" in result.stderr:
                 return "converted", what, f"a traceback on stderr: {result.stderr[-300:]!r}"
+            if list(out.parent.glob(f".{out.name}.eagle-convert-*")):
+                return "converted", what, "a staging folder left behind"
             return "converted", what, check_output(out, mutation, references[case.name], allow)
         failure = check_refusal(result, out)
         if failure and mutation.config_value and isinstance(result.exception, CONFIG_CRASHES):
