@@ -256,7 +256,7 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
             bar.close()  # also on error: tqdm's own monitor thread must not outlive the conversion
         result.nonfinite = {t.name: nonfinite[t.name] for t in plan.tensors if nonfinite.get(t.name)}
         if result.nonfinite and not allow_nonfinite:
-            raise finite.refusal(result.nonfinite, by_name)  # every such tensor, named: the staged output goes
+            raise finite.refusal(result.nonfinite, by_name)  # inside staged_output: the staging folder is removed
         for name, count in result.nonfinite.items():
             provenance[name]["nonfinite"] = count
         if len(files) > 1:
