@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: on the project machines `torch==2.13.0` resolves to a local CPU build. Override for a GPU box.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test test-vllm test-vllm-real vllm-env sglang-env test-sglang real-demo stress-convert stress-suite clean
+.PHONY: demo test test-vllm test-vllm-real vllm-env sglang-env test-sglang real-demo stress-convert stress-suite fuzz clean
 
 $(BIN)/eagle-convert: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -91,6 +91,13 @@ stress-convert: $(BIN)/eagle-convert
 	bash scripts/stress_convert.sh $(STRESS_N)
 stress-suite: $(BIN)/eagle-convert
 	bash scripts/stress_suite.sh $(or $(SUITE_N),10)
+
+# The input fuzzer (slow; not in CI, which runs a short seeded one in tests/test_fuzz.py): FUZZ_N damaged inputs
+# (headers, data, NaN/Inf, pickles, JSON, files), each refused cleanly or converted faithfully (scripts/fuzz_convert.py).
+FUZZ_N ?= 1000
+FUZZ_SEED ?= 0
+fuzz: $(BIN)/eagle-convert
+	$(BIN)/python scripts/fuzz_convert.py --runs $(FUZZ_N) --seed $(FUZZ_SEED)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) build *.egg-info src/*.egg-info

@@ -345,3 +345,23 @@ def test_offline_also_reads_huggingface_hubs_own_cache(env):
     offline = H.resolve_repo("org/target", offline=True)
     assert (offline.commit_sha, offline.files) == (ref.commit_sha, {"config.json": len(files["config.json"])})
     assert H.download(offline, "config.json").read_bytes() == files["config.json"]
+
+
+def test_a_corrupt_header_on_the_hub_is_refused_before_any_tensor_byte(env):
+    """The Hub path checks headers with the same function as local files: overlapping offsets are refused, after
+    fetching the header alone."""
+    from eagle_convert.errors import CorruptCheckpointError
+
+    server, files, _, _ = env
+    shard = SHARDS[2]
+    n = header_len(files[shard])
+    header = json.loads(files[shard][8:8 + n])
+    header["model.norm.weight"]["data_offsets"] = [0, D * 4]  # inside lm_head.weight's bytes, or it inside these
+    raw = json.dumps(header).encode()
+    server.add_repo("org/target", {shard: struct.pack("<Q", len(raw)) + raw + files[shard][8 + n:]})
+    inp = open_input("org/target", role="target")
+    server.reset_counts()
+    with pytest.raises(CorruptCheckpointError, match="overlaps") as err:
+        inp.checkpoint.ref("lm_head.weight")
+    assert f"hf://org/target@{inp.commit_sha[:12]}/{shard}" in err.value.message
+    assert server.file_bytes("org/target", shard) == 8 + len(raw)  # the header, and no tensor byte

@@ -298,3 +298,30 @@ def test_inspect_bench_verdict_is_the_check_bench_makes(quant, tmp_path):
     assert f"lm head: lm_head.weight in {quant['shard']}: packed (refused)" in done.stdout
     assert " in :" not in done.stdout
     assert "bench runner: no: " in done.stdout
+
+
+def test_fp8_dequantized_past_the_output_dtype_is_refused_and_nan_codes_follow_the_source_rule(quant, tmp_path):
+    from eagle_convert.errors import NonFiniteError
+
+    _, fp8, _, scale_name = quant["per-tensor"]
+    big = tmp_path / "big"  # finite codes times a finite scale, past float16's 65504 (not past float32's range)
+    _rewrite(fp8, big, quant["shard"], lambda t: {**t, scale_name: t[scale_name] * 1e6})
+    with pytest.raises(NonFiniteError, match="dequantizing its FP8 codes to float16 made .* Inf"):
+        eagle_convert.convert(str(quant["draft"]), str(big), tmp_path / "out", to="vllm-v0", dtype="float16",
+                              allow_nonfinite=True)
+    assert not (tmp_path / "out").exists()
+    eagle_convert.convert(str(quant["draft"]), str(big), tmp_path / "f32", to="vllm-v0", dtype="float32")
+
+    def nan_code(t):
+        codes = t[HEAD].clone()
+        codes.view(torch.uint8)[5, 7] = 0x7F  # the e4m3fn NaN
+        return {**t, HEAD: codes}
+
+    nan = tmp_path / "nan"
+    _rewrite(fp8, nan, quant["shard"], nan_code)
+    with pytest.raises(NonFiniteError, match=rf"{HEAD}: 1 \(from dequantize_fp8"):
+        eagle_convert.convert(str(quant["draft"]), str(nan), tmp_path / "out", to="vllm-v0", dtype="bfloat16")
+    result = eagle_convert.convert(str(quant["draft"]), str(nan), tmp_path / "out", to="vllm-v0", dtype="bfloat16",
+                                   allow_nonfinite=True)
+    head = load_file(tmp_path / "out" / "model.safetensors")[HEAD]
+    assert result.nonfinite == {HEAD: 1} and head[5, 7].isnan() and int(head.isnan().sum()) == 1

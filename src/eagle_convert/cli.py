@@ -91,6 +91,8 @@ def target_tensor_options(fn):
               help="A target saved per rank with a custom vLLM --file-pattern, e.g. 'w-{rank}-{part}.safetensors'.")
 @click.option("--check-embedding", is_flag=True,
               help="Compare the draft's embedding copy with the target's even when that reads another target shard.")
+@click.option("--allow-nonfinite", is_flag=True, help="Write NaN/Inf values that the source tensors hold (refused by "
+              "default); the provenance records which tensors hold how many.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the bytes it will read; write nothing.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result on stdout.")
@@ -99,8 +101,8 @@ def target_tensor_options(fn):
 @hub_options
 @handle_errors
 def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens, max_shard_size,
-            target_pattern, check_embedding, dry_run, force, as_json, quiet, revision, target_revision, token, offline,
-            target_lm_head, target_embed, lm_head_from):
+            target_pattern, check_embedding, allow_nonfinite, dry_run, force, as_json, quiet, revision, target_revision,
+            token, offline, target_lm_head, target_embed, lm_head_from):
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout."""
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
@@ -118,7 +120,7 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
                      target_revision=target_revision, token=token, offline=offline,
                      progress=not quiet and not as_json, check_embedding=check_embedding,
                      target_pattern=target_pattern, target_lm_head=target_lm_head, target_embed=target_embed,
-                     lm_head_from=lm_head_from)
+                     lm_head_from=lm_head_from, allow_nonfinite=allow_nonfinite)
     finally:
         end_reads()  # convert() did already, unless it never started: nothing may outlive the command
     plan = result.plan
@@ -131,6 +133,8 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
         _note([f"the draft's embed_tokens differs from the target's: max |diff| "
                f"{result.embedding_check['max_abs_diff']} over {result.embedding_check['rows_compared']} sampled rows"],
               "warning")
+    _note([f"{name} holds {count} NaN/Inf value(s), written as the source holds them (--allow-nonfinite)"
+           for name, count in result.nonfinite.items()], "warning")
     if result.fold:
         _note([f"fc bias folded into embed_tokens: worst fc-output error {result.fold.max_abs_error:.3g} "
                f"({result.fold.max_rel_error:.3g} relative) over {result.fold.rows_checked} embedding rows"], "note")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from . import __version__
+from . import __version__, finite
 from .checkpoint import Checkpoint
 from .derive import FoldReport, fold_fc_bias, sampled_rows
 from .formats.sglang import replaces_draft_embedding
@@ -46,6 +46,7 @@ class ConversionResult:
     embedding_check: dict | None = None
     fetch: dict | None = None  # repo inputs only: what was fetched to plan, and what converting will fetch
     lm_head_from: InputRef | None = None  # where the target's LM head and embedding were read, when not the target
+    nonfinite: dict[str, int] = field(default_factory=dict)  # --allow-nonfinite: NaN/Inf written, per tensor
 
     def to_dict(self) -> dict:
         return {
@@ -60,6 +61,7 @@ class ConversionResult:
             "files": self.files,
             "fold": self.fold.to_dict() if self.fold else None,
             "embedding_check": self.embedding_check,
+            "nonfinite": self.nonfinite,
             "fetch": self.fetch,
             **self.plan.to_dict(),
         }
@@ -100,8 +102,8 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             revision: str | None = None, target_revision: str | None = None, token: str | None = None,
             offline: bool | None = None, progress: bool = False, check_embedding: bool = False,
             target_pattern: str | None = None, target_lm_head: str | None = None, target_embed: str | None = None,
-            lm_head_from: str | None = None) -> ConversionResult:
-    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (docs/convert.md describes every option)."""
+            lm_head_from: str | None = None, allow_nonfinite: bool = False) -> ConversionResult:
+    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (docs/convert.md: every option)."""
     quiet = not progress
     # A dry run reads the draft's safetensors header by range too, so it fetches no tensor data.
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft", quiet=quiet,
@@ -138,7 +140,8 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             "and SGLang 0.5.23 replaces a draft's embedding with the target's when their widths match "
             "(eagle_worker_v2.py:363 set_embed), so it would run a different head.",
             "Use --to vllm or --to speculators (vLLM keeps a draft embedding that differs from the target's).")
-    _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress)
+    _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,
+             allow_nonfinite)
     return result
 
 
@@ -207,9 +210,10 @@ def fetch_plan(plan: Plan, inputs: dict[str, InputRef]) -> dict | None:
 
 
 def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: bool, max_shard: int,
-             result: ConversionResult, progress: bool) -> None:
+             result: ConversionResult, progress: bool, allow_nonfinite: bool = False) -> None:
     checkpoints = {"draft": head.checkpoint, "target": target.checkpoint}
     by_name = {t.name: t for t in plan.tensors}
+    nonfinite: dict[str, int] = {}  # NaN/Inf values each tensor's sources held (finite.judge raises for the rest)
     provenance: dict[str, dict] = {}
     pending: list[dict] = []  # source entries whose sha256 is still being computed (on threads of their own)
 
@@ -229,6 +233,9 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
                               "dtype": str(planned.dtype).removeprefix("torch."), "shape": list(planned.shape)}
         return value
 
+    def on_nonfinite(o: OutTensor, value: torch.Tensor, written: int) -> None:
+        nonfinite[o.name] = finite.judge(by_name[o.name], value, written, checkpoints)
+
     for planned in plan.tensors:  # in the order they are written: the disk reads ahead of the CPU
         for origin, ref in planned.sources:
             source = checkpoints[origin].source
@@ -242,10 +249,16 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
     with staged_output(out, force) as staging:
         try:
             for rel, tensors in files.items():
-                write_safetensors(staging / rel, tensors, lambda o: (bar.update(1), produce(o))[1])
+                write_safetensors(staging / rel, tensors, lambda o: (bar.update(1), produce(o))[1],
+                                  on_nonfinite=on_nonfinite)
             settle()
         finally:
             bar.close()  # also on error: tqdm's own monitor thread must not outlive the conversion
+        result.nonfinite = {t.name: nonfinite[t.name] for t in plan.tensors if nonfinite.get(t.name)}
+        if result.nonfinite and not allow_nonfinite:
+            raise finite.refusal(result.nonfinite, by_name)  # inside staged_output: the staging folder is removed
+        for name, count in result.nonfinite.items():
+            provenance[name]["nonfinite"] = count
         if len(files) > 1:
             write_json(staging / "model.safetensors.index.json", {
                 "metadata": {"total_size": sum(t.nbytes for t in wanted)},
@@ -257,6 +270,7 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
                        **({"lm_head_from": result.lm_head_from.to_dict()} if result.lm_head_from else {})},
             "dropped": [{"name": n, "reason": r} for n, r in plan.dropped], "notes": list(plan.notes),
             "fold": result.fold.to_dict() if result.fold else None,
+            "nonfinite": result.nonfinite,  # --allow-nonfinite: NaN/Inf values written as the sources hold them
             "tensors": {t.name: provenance[t.name] for t in plan.tensors},  # plan order, whichever writer was first
         }
         write_json(staging / "eagle_convert.json", result.provenance)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -41,9 +42,15 @@ def fold_fc_bias(embed: torch.Tensor, fc_weight: torch.Tensor, fc_bias: torch.Te
         err = ((new_rows.to(torch.float64) - rows).to(torch.float32) @ w32.T).to(torch.float64) - b64
         ref = (rows.to(torch.float32) @ w32.T).to(torch.float64) + b64
         row_abs = err.abs().amax(dim=1)
-        max_abs = max(max_abs, float(row_abs.max()))
-        max_rel = max(max_rel, float((row_abs / ref.abs().amax(dim=1).clamp_min(1e-30)).max()))
+        max_abs = worst(max_abs, float(row_abs.max()))
+        max_rel = worst(max_rel, float((row_abs / ref.abs().amax(dim=1).clamp_min(1e-30)).max()))
     return folded, FoldReport(max_abs, max_rel, embed.shape[0])
+
+
+def worst(a: float, b: float) -> float:
+    """The larger error, NaN counting as the worst of all (Python's max(0.0, nan) is 0.0: a NaN fold would read as
+    exact)."""
+    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
 
 
 def sampled_rows(num_rows: int, count: int) -> list[int]:

@@ -38,6 +38,11 @@ class CorruptCheckpointError(EagleConvertError, ValueError):
     """A file that cannot be parsed: truncated or corrupt safetensors, a bad index, an unsafe pickle."""
 
 
+class NonFiniteError(EagleConvertError, ValueError):
+    """NaN or Inf in a tensor to be written: in the source (refused unless --allow-nonfinite), or made by a fold, a
+    dequantization or a cast from finite values (always refused)."""
+
+
 class UnsupportedConversionError(EagleConvertError, ValueError):
     """The requested output layout cannot express this head (e.g. EAGLE-3 to vllm-v0, fc bias to vLLM V1)."""
 

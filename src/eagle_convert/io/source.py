@@ -137,11 +137,8 @@ def find_weights(source: FileSource) -> tuple[str, dict[str, str], list[str]]:
 
 
 def read_json(source: FileSource, rel: str) -> dict:
-    data = bytes(source.read_range(rel, 0, source.size(rel)))
-    try:
-        value = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptCheckpointError(f"{source.describe(rel)} is not valid JSON ({exc}).", "Fix or re-download it.") from exc
+    value = parse_json(bytes(source.read_range(rel, 0, source.size(rel))), source.describe(rel),
+                       "Fix or re-download it.")
     if not isinstance(value, dict):
         raise CorruptCheckpointError(f"{source.describe(rel)} holds a JSON {type(value).__name__}, not an object.",
                                      "Fix or re-download it.")
@@ -150,11 +147,18 @@ def read_json(source: FileSource, rel: str) -> dict:
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # safetensors' own limit
 HEADER_LEN_KEY, HEADER_KEY = "__header_len__", "__header__"  # a remote source caches a header's ranges under these
+# Bytes per element of every dtype code the converter reads (checkpoint.py maps the same codes to torch dtypes).
+SAFETENSORS_DTYPE_BYTES = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
+    "U16": 2, "U32": 4, "U64": 8, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
+}
+CORRUPT_HINT = "The file is corrupt: re-download it, or re-export it with safetensors."
 
 
 def read_safetensors_header(source: FileSource, rel: str) -> tuple[dict, int]:
     """The parsed JSON header of a safetensors file and the absolute offset where its data starts; reads 8 + header
-    length bytes and nothing else."""
+    length bytes and nothing else. The header is checked as safetensors' own loader checks it (check_header) before
+    any offset in it is used, for local files, Hub ranges and rank files alike."""
     where = source.describe(rel)
     size = source.size(rel)
     if size < 8:
@@ -164,11 +168,91 @@ def read_safetensors_header(source: FileSource, rel: str) -> tuple[dict, int]:
     if header_len > MAX_HEADER_BYTES or 8 + header_len > size:
         raise CorruptCheckpointError(f"{where} has an impossible header length ({header_len} bytes in a file of {size}).",
                                      "The file is corrupt or truncated: re-download it.")
-    try:
-        header = json.loads(bytes(source.read_range(rel, 8, header_len, key=HEADER_KEY)))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptCheckpointError(f"{where} has a header that is not valid JSON ({exc}).",
-                                     "The file is corrupt: re-download it.") from exc
-    if not isinstance(header, dict):
-        raise CorruptCheckpointError(f"{where} has a header that is not a JSON object.", "The file is corrupt: re-download it.")
+    header = parse_json(bytes(source.read_range(rel, 8, header_len, key=HEADER_KEY)), f"{where} has a header that",
+                        CORRUPT_HINT, strict=True)
+    check_header(header, size - 8 - header_len, where)
     return header, 8 + header_len
+
+
+def parse_json(data: bytes, what: str, hint: str, *, strict: bool = False) -> object:
+    """`data` as JSON; `strict` as safetensors (serde) reads a header: no NaN/Infinity constants, and no duplicate
+    keys (which entry counts would be a guess). Nesting too deep for the parser is corruption too, not a crash."""
+    hooks = {"object_pairs_hook": _no_duplicates, "parse_constant": _no_constant} if strict else {}
+    try:
+        return json.loads(data, **hooks)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptCheckpointError(f"{what} is not valid JSON ({exc}).", hint) from exc
+    except ValueError as exc:  # from the strict hooks
+        raise CorruptCheckpointError(f"{what} is not valid JSON: {exc}.", hint) from exc
+    except RecursionError as exc:
+        raise CorruptCheckpointError(f"{what} is JSON nested too deeply to parse.", hint) from exc
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"key {twice!r} appears twice")
+    return value
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _is_count(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def check_header(header: object, data_len: int, where: str) -> None:
+    """Raise CorruptCheckpointError unless `header` is a safetensors header that its own loader accepts for a data
+    section of `data_len` bytes: every entry a known dtype, a shape of non-negative integers and two non-negative
+    integer data_offsets spanning exactly prod(shape) x dtype size; the entries, in offset order, contiguous from 0
+    and ending exactly at the end of the file (no overlap, gap or trailing bytes); `__metadata__` a str -> str map."""
+    if not isinstance(header, dict):
+        raise CorruptCheckpointError(f"{where} has a header that is not a JSON object.", CORRUPT_HINT)
+    metadata = header.get("__metadata__")
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+        raise CorruptCheckpointError(f"{where}: its __metadata__ is not a map of strings to strings.", CORRUPT_HINT)
+    spans = sorted((_span_of(name, entry, where), name) for name, entry in header.items() if name != "__metadata__")
+    end, last = 0, None
+    for (begin, stop), name in spans:
+        if begin != end:
+            what = (f"overlaps the bytes of {last!r}" if begin < end else
+                    f"leaves bytes {end}..{begin} of the data section unused" + (f" after {last!r}" if last else ""))
+            raise CorruptCheckpointError(f"{where}: tensor {name!r} starts at byte {begin} of the data section and "
+                                         f"{what}.", CORRUPT_HINT)
+        end, last = stop, name
+    if end > data_len:
+        raise CorruptCheckpointError(f"{where} is truncated or corrupt: its tensors need {end} bytes of data (up to "
+                                     f"the end of {last!r}), the file holds {data_len}.", CORRUPT_HINT)
+    if end < data_len:
+        raise CorruptCheckpointError(f"{where}: its tensors end at byte {end} of the data section" +
+                                     (f" (after {last!r})" if last else "") + f", but the file holds {data_len} bytes "
+                                     "of data: trailing bytes that no tensor accounts for.", CORRUPT_HINT)
+
+
+def _span_of(name: str, entry: object, where: str) -> tuple[int, int]:
+    """[begin, end) of one header entry in the data section, after checking the entry itself."""
+    def bad(what: str) -> CorruptCheckpointError:
+        return CorruptCheckpointError(f"{where}: the header entry of tensor {name!r} {what} ({entry!r:.200}).",
+                                      CORRUPT_HINT)
+
+    if not isinstance(entry, dict):
+        raise bad("is not a JSON object")
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPE_BYTES:
+        raise bad(f"has an unknown or unsupported dtype {dtype!r}")
+    if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+        raise bad("has a shape that is not a list of non-negative integers")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(x) for x in offsets):
+        raise bad("has data_offsets that are not two non-negative integers")
+    begin, end = offsets
+    nbytes = SAFETENSORS_DTYPE_BYTES[dtype]
+    for d in shape:
+        nbytes *= d
+    if end - begin != nbytes:
+        raise bad(f"spans {end - begin} bytes ({begin}..{end}), but its shape and dtype need {nbytes}")
+    return begin, end
