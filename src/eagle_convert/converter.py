@@ -17,6 +17,7 @@ from .draft import DraftHead, load_draft
 from .errors import OutputPathError, UnsupportedConversionError
 from .io.digest import PREHASH, Digest
 from .io.early import end_reads
+from .io.overlap import find_overlap
 from .io.read import read_rows, read_tensor, tensor_bytes
 from .io.write import OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
 from .modelcard import model_card
@@ -66,14 +67,16 @@ class ConversionResult:
 
 
 def check_out_path(out: Path, inputs: list[InputRef], force: bool) -> None:
+    """Refuse an output folder that would touch an input: by where the input files really are (symlinks followed,
+    a repo's cache folders), since --force replaces the whole output folder."""
     out = out.resolve()
-    for ref in inputs:
-        if ref.local_dir is None:
-            continue
-        src = ref.local_dir.resolve()
-        if out == src or src in out.parents or out in src.parents:
-            raise OutputPathError(f"The output folder {out} overlaps the input {src}.",
-                                  "Write the conversion to a separate folder; inputs are never modified.")
+    overlap = find_overlap(out, [(ref.label, ref.checkpoint.source) for ref in inputs])
+    if overlap is not None:
+        raise OutputPathError(f"The output folder {out} overlaps the input {overlap.input_label}: "
+                              f"{overlap.file} lives in {overlap.folder}, so writing the output (or replacing it "
+                              "with --force) would modify the input.",
+                              "Pick another -o folder, outside every input and its real files; inputs are never "
+                              "modified.")
     if out.exists() and not force:
         raise OutputPathError(f"{out} already exists.", "Pass --force to replace it, or choose another -o folder.")
 
