@@ -26,6 +26,7 @@ import torch
 
 from ..checkpoint import SAFETENSORS_CODES, nbytes_of
 from ..errors import VerificationError
+from ..interrupts import pause_for_test
 from .read import tensor_bytes
 
 
@@ -98,6 +99,7 @@ def write_safetensors(path: Path, tensors: list[OutTensor], produce: Callable[[O
                     value.dtype.is_floating_point and t.dtype.is_floating_point)):
                 raise AssertionError(f"{t.name}: produced {value.dtype} {tuple(value.shape)}, planned {t.dtype} "
                                      f"{t.shape}")
+            pause_for_test("write")
             _write_tensor(fd, path, t, value, offset, stop, flusher)
         except BaseException:
             stop.set()  # the other writer stops at its next chunk, and no new tensor starts
@@ -216,6 +218,7 @@ def staged_output(out: Path, force: bool) -> Iterator[Path]:
     staging.mkdir()
     try:
         yield staging
+        pause_for_test("rename")
         if out.exists():
             if not force:  # checked up front too; re-checked in case OUT appeared while we were writing
                 raise FileExistsError(out)
