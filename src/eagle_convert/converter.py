@@ -19,7 +19,8 @@ from .io.digest import PREHASH, Digest
 from .io.early import end_reads
 from .io.overlap import find_overlap
 from .io.read import read_rows, read_tensor, tensor_bytes
-from .io.write import OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
+from .io.write import (STAGING_OWNER, OutTensor, remove_stale_staging, shard, shard_names, staged_output, write_json,
+                       write_safetensors)
 from .modelcard import model_card
 from .plan import DEQUANT, FOLD, GATHER, ZEROS, Plan, PlannedTensor, build_plan
 from .ranks.gather import gather
@@ -47,6 +48,7 @@ class ConversionResult:
     embedding_check: dict | None = None
     fetch: dict | None = None  # repo inputs only: what was fetched to plan, and what converting will fetch
     lm_head_from: InputRef | None = None  # where the target's LM head and embedding were read, when not the target
+    notes: list[str] = field(default_factory=list)  # about the output folder (a killed run's staging folder removed)
 
     def to_dict(self) -> dict:
         return {
@@ -141,6 +143,7 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             "and SGLang 0.5.23 replaces a draft's embedding with the target's when their widths match "
             "(eagle_worker_v2.py:363 set_embed), so it would run a different head.",
             "Use --to vllm or --to speculators (vLLM keeps a draft embedding that differs from the target's).")
+    result.notes += remove_stale_staging(Path(out))
     _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress)
     return result
 
@@ -264,7 +267,7 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
         }
         write_json(staging / "eagle_convert.json", result.provenance)
         (staging / "README.md").write_text(model_card(plan, result))
-        result.files = sorted(p.name for p in staging.iterdir())
+        result.files = sorted(p.name for p in staging.iterdir() if p.name != STAGING_OWNER)
     result.out = out.resolve()
 
 

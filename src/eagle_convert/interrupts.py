@@ -89,9 +89,10 @@ def handled_signals() -> Iterator[None]:
 TEST_PAUSE = "EAGLE_CONVERT_TEST_PAUSE"  # tests only, off by default: "<point>:<folder>" (see pause_for_test)
 
 
-def pause_for_test(point: str) -> None:
+def pause_for_test(point: str, stop: threading.Event | None = None) -> None:
     """For tests of signals and races only: when $EAGLE_CONVERT_TEST_PAUSE is "<point>:<folder>", create
-    <folder>/<point>.ready and wait (at most 120 s) until <folder>/<point>.go exists. Signals are honoured meanwhile."""
+    <folder>/<point>.ready and wait (at most 120 s) until <folder>/<point>.go exists, as busy work would: a signal
+    or `stop` ends the wait as they end a writer's next chunk."""
     spec = os.environ.get(TEST_PAUSE, "")
     name, _, folder = spec.partition(":")
     if name != point or not folder:
@@ -99,5 +100,7 @@ def pause_for_test(point: str) -> None:
     (Path(folder) / f"{point}.ready").touch()
     deadline = time.monotonic() + 120
     while not (Path(folder) / f"{point}.go").exists() and time.monotonic() < deadline:
+        if stop is not None and stop.is_set():
+            return
         check()
         time.sleep(0.01)
