@@ -133,3 +133,30 @@ def test_two_conversions_racing_to_one_output_say_so(pair, tmp_path):
     assert "free space" not in message and "\n\n" not in stderr.strip()
     assert (out / "model.safetensors").read_bytes() == b"the winner's"
     assert staging_folders(out) == []
+
+
+def test_a_race_while_replacing_with_force_keeps_the_winner_and_no_hidden_copy(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from eagle_convert import errors
+    from eagle_convert.io import write
+
+    staging, out, old = tmp_path / ".out.x.tmp", tmp_path / "out", tmp_path / ".out.x.old"
+    staging.mkdir()
+    (staging / "model.safetensors").write_bytes(b"ours")
+    out.mkdir()
+    (out / "model.safetensors").write_bytes(b"the old output")
+    real_rename = Path.rename
+
+    def rename_then_race(self, target):
+        moved = real_rename(self, target)
+        if self == out and not out.exists():  # the other conversion's output lands the moment ours moved aside
+            out.mkdir()
+            (out / "model.safetensors").write_bytes(b"the winner's")
+        return moved
+
+    monkeypatch.setattr(Path, "rename", rename_then_race)
+    with pytest.raises(errors.OutputPathError, match="another conversion wrote the same output"):
+        write._move_into_place(staging, out, True, old)
+    assert (out / "model.safetensors").read_bytes() == b"the winner's"
+    assert not old.exists()  # no hidden copy left behind (--force asked for it to be replaced)

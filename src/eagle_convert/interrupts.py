@@ -1,14 +1,19 @@
 """Signals: SIGINT (Ctrl-C), SIGTERM (what `timeout` and CI cancellation send) and SIGHUP (a closed terminal) stop a
 conversion the same way: the staging folder is removed, one line is said, and the exit code is 128 + the signal.
 
-Why a flag as well as an exception: Python raises a signal handler's exception at whatever bytecode the main thread
-runs next, and where that is a `__del__`, a weakref callback or a C extension's callback the exception is printed as
-"Exception ignored" and lost, and the conversion would run on to a complete output and exit 0. So the handler also
-records the signal, and the writers (each chunk) and the final rename check that record: a lost exception is raised
-again within one chunk, and no output is ever moved into place after a signal.
+Why not just Python's KeyboardInterrupt: Python runs a signal handler only when the main thread next runs bytecode,
+and a conversion's main thread mostly waits on a lock (a writer's future, a hash) while other threads work. The
+kernel may deliver the signal to one of those threads, which does not wake the main thread, and Python 3.11's
+threads can even clear the "signal pending" flag they cannot act on; and where the handler does run inside a
+`__del__` or a callback, its exception is printed and lost. Each let a Ctrl-C be ignored and the conversion finish
+with exit 0 (2 of 25 tries on a loaded machine). So: the C-level handler also writes the signal number to a pipe
+(signal.set_wakeup_fd), which `check()` reads from any thread; the writers check it every chunk, the main thread
+waits in short steps that check it (`wait_for`), and the final rename checks it. No output is moved into place after
+a signal, and the writers stop within a chunk.
 
-Handlers are installed only by the CLI, in the main thread (`handled_signals`), and the previous ones restored after;
-a library caller keeps its own. A signal ignored when the command started (nohup, a background job) stays ignored."""
+Handlers are installed only by the CLI, in the main thread (`handled_signals`), and the previous ones (and wakeup
+fd) restored after; a library caller keeps its own. A signal ignored when the command started (nohup, a background
+job) stays ignored."""
 
 from __future__ import annotations
 
@@ -18,10 +23,15 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
+from concurrent.futures import wait as futures_wait
 from pathlib import Path
 
 HANDLED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+POLL_S = 0.1  # how long the main thread waits at a time before it looks for a signal again
 _received: list[int] = []  # signals received while handled_signals() was active, first first
+_wakeup: list[int] = []  # the read end of the wakeup pipe, while handled_signals() is active
+_lock = threading.Lock()
 _shielded = [0]  # > 0 while cleanup runs: a second signal must not cut short the removal of the staging folder
 
 
@@ -48,9 +58,21 @@ def _handler(signum: int, frame) -> None:
 
 
 def check() -> None:
-    """Raise Interrupted if a handled signal arrived (its first exception may have been lost). Any thread."""
+    """Raise Interrupted if a handled signal arrived (its first exception may have been lost, or Python may not have
+    run its handler yet). Any thread."""
+    with _lock:
+        for fd in _wakeup:
+            with contextlib.suppress(OSError):  # BlockingIOError: nothing arrived
+                _received.extend(n for n in os.read(fd, 64) if n in HANDLED)
     if _received:
         raise Interrupted(_received[0])
+
+
+def wait_for(future: Future):
+    """future.result(), waiting in steps of POLL_S that look for a signal in between (see the module docstring)."""
+    while not futures_wait([future], timeout=POLL_S).done:
+        check()
+    return future.result()
 
 
 @contextlib.contextmanager
@@ -76,13 +98,25 @@ def handled_signals() -> Iterator[None]:
             continue
         previous[signum] = before
     _received.clear()
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    os.set_blocking(write_end, False)
+    wakeup_before = None
     try:
         for signum in previous:
             signal.signal(signum, _handler)
+        wakeup_before = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        _wakeup.append(read_end)
         yield
     finally:
+        with _lock:
+            _wakeup.clear()
+        if wakeup_before is not None:
+            signal.set_wakeup_fd(wakeup_before)
         for signum, before in previous.items():
             signal.signal(signum, before)
+        os.close(read_end)
+        os.close(write_end)
         _received.clear()
 
 

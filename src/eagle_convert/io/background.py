@@ -58,7 +58,8 @@ def finish() -> None:
         if not pending:
             break
         for thread in pending:
-            thread.join()
+            while thread.is_alive():  # in steps, so that Python can run a signal handler meanwhile
+                thread.join(0.1)
             with _lock:
                 _threads.discard(thread)
     CANCEL.clear()  # only once nothing runs: an interrupted join leaves the rest cancelled

@@ -123,7 +123,7 @@ def write_safetensors(path: Path, tensors: list[OutTensor], produce: Callable[[O
             jobs = [pool.submit(write_one, t, offset) for t, offset in zip(tensors, offsets)]
             try:
                 for job in jobs:
-                    job.result()
+                    interrupts.wait_for(job)
             except BaseException:
                 stop.set()
                 for job in jobs:
@@ -214,10 +214,6 @@ def write_json(path: Path, value: dict) -> None:
 STAGING_OWNER = ".eagle-convert-owner"  # in a staging folder while it is written: {"pid", "host"} of its writer
 
 
-def _staging_glob(out: Path) -> str:
-    return f".{glob.escape(out.name)}.eagle-convert-*.tmp"
-
-
 @contextlib.contextmanager
 def staged_output(out: Path, force: bool) -> Iterator[Path]:
     """Yield a staging folder beside `out`; on success move it into place (replacing `out` when `force`), on any
@@ -255,8 +251,12 @@ def _move_into_place(staging: Path, out: Path, force: bool, old: Path) -> None:
             if not force:  # checked up front too: it appeared while we were writing
                 raise _raced(out, "appeared while this conversion was writing it")
             out.rename(old)
-            staging.rename(out)
-            shutil.rmtree(old) if old.is_dir() else old.unlink()
+            try:
+                staging.rename(out)
+            except OSError:
+                _put_back(old, out)
+                raise
+            _remove(old)
         else:
             staging.rename(out)
     except OutputPathError:
@@ -267,6 +267,21 @@ def _move_into_place(staging: Path, out: Path, force: bool, old: Path) -> None:
         if exc.errno == errno.ENOENT:  # our staging folder, or the `out` being replaced, moved from under us
             raise _raced(out, "or this conversion's staging folder was moved or removed while it was written") from exc
         raise
+
+
+def _put_back(old: Path, out: Path) -> None:
+    """The swap failed after `out` was moved aside: put it back, or, when another conversion's output took its place
+    (the race), delete it as --force asked rather than leave a hidden copy nobody removes."""
+    try:
+        old.rename(out)
+    except OSError:
+        if not out.exists():
+            raise  # nothing took its place: keep the only copy (the caller's error says why the swap failed)
+        _remove(old)
+
+
+def _remove(path: Path) -> None:
+    shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
 
 
 def _raced(out: Path, what: str) -> OutputPathError:
@@ -281,7 +296,7 @@ def remove_stale_staging(out: Path) -> list[str]:
     machine by a process that is no longer running. A live run's folder, or one without a marker, is left alone."""
     out = Path(os.path.realpath(out))
     said = []
-    for folder in sorted(out.parent.glob(_staging_glob(out))):
+    for folder in sorted(out.parent.glob(f".{glob.escape(out.name)}.eagle-convert-*.tmp")):
         owner = _owner(folder)
         if owner is None or owner["host"] != socket.gethostname() or _running(owner["pid"]):
             continue
