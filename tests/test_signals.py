@@ -24,12 +24,19 @@ from test_errors import assert_nothing_left, flat
 WAIT_S = 120  # generous: a loaded CI machine imports torch slowly; nothing here waits this long when it works
 
 
+def default_signals() -> None:
+    """In the child: a runner that started us in the background (SIGINT ignored) or under nohup (SIGHUP ignored)
+    would pass that on, and the command rightly keeps a signal it was told to ignore."""
+    for sig in interrupts.HANDLED:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def start_paused(draft, target, out, gate, point, *extra):
     gate.mkdir(exist_ok=True)
     env = {**os.environ, interrupts.TEST_PAUSE: f"{point}:{gate}"}
     proc = subprocess.Popen([sys.executable, "-m", "eagle_convert", "convert", str(draft), "--target", str(target),
                              "-o", str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
+                            env=env, preexec_fn=default_signals)
     deadline = time.monotonic() + WAIT_S
     while not (gate / f"{point}.ready").exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -113,10 +120,16 @@ def test_a_lost_signal_exception_still_stops_the_conversion(pair, tmp_path, monk
 
 
 def test_the_cli_restores_the_signal_handlers_it_replaced():
-    before = {s: signal.getsignal(s) for s in interrupts.HANDLED}
+    def wakeup_fd() -> int:
+        fd = signal.set_wakeup_fd(-1)
+        signal.set_wakeup_fd(fd)
+        return fd
+
+    before = {s: signal.getsignal(s) for s in interrupts.HANDLED}, wakeup_fd()
     with interrupts.handled_signals():
         assert all(signal.getsignal(s) is interrupts._handler for s in interrupts.HANDLED)
-    assert {s: signal.getsignal(s) for s in interrupts.HANDLED} == before
+        assert wakeup_fd() != before[1]
+    assert ({s: signal.getsignal(s) for s in interrupts.HANDLED}, wakeup_fd()) == before
 
 
 def test_two_conversions_racing_to_one_output_say_so(pair, tmp_path):
@@ -160,3 +173,32 @@ def test_a_race_while_replacing_with_force_keeps_the_winner_and_no_hidden_copy(t
         write._move_into_place(staging, out, True, old)
     assert (out / "model.safetensors").read_bytes() == b"the winner's"
     assert not old.exists()  # no hidden copy left behind (--force asked for it to be replaced)
+
+
+def test_a_signal_delivered_to_another_thread_wakes_the_waiting_main_thread():
+    """The kernel may hand a process's signal to any thread; one that goes to a worker does not wake a main thread
+    blocked on a lock, and Python runs the handler only when the main thread runs. Made certain here by blocking the
+    signal in the main thread, so the kernel must deliver it to the other one."""
+    import threading
+    from concurrent.futures import Future
+
+    from eagle_convert.io.digest import Digest
+
+    pending, go = Future(), threading.Event()
+    sender = threading.Thread(target=lambda: (go.wait(), os.kill(os.getpid(), signal.SIGTERM)))
+    sender.start()  # before the mask: a thread inherits its creator's
+    failsafe = threading.Timer(20, pending.set_result, ["a hash nobody interrupted"])
+    failsafe.start()
+    try:
+        with interrupts.handled_signals(), interrupts.shielded():  # shielded: the handler records, never raises
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            try:
+                go.set()
+                with pytest.raises(interrupts.Interrupted) as info:
+                    Digest(future=pending).hexdigest()  # what the main thread waits on while a tensor is hashed
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        assert info.value.signum == signal.SIGTERM and not pending.done()  # woken by the signal, not the failsafe
+    finally:
+        failsafe.cancel()
+        sender.join()
