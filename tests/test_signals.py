@@ -5,6 +5,7 @@ before the final rename) and says so through a file; the test then signals it or
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,19 +25,28 @@ from test_errors import assert_nothing_left, flat
 WAIT_S = 120  # generous: a loaded CI machine imports torch slowly; nothing here waits this long when it works
 
 
-def default_signals() -> None:
-    """In the child: a runner that started us in the background (SIGINT ignored) or under nohup (SIGHUP ignored)
-    would pass that on, and the command rightly keeps a signal it was told to ignore."""
-    for sig in interrupts.HANDLED:
-        signal.signal(sig, signal.SIG_DFL)
+@contextlib.contextmanager
+def children_get_default_signals():
+    """A runner that started pytest in the background (SIGINT ignored) or under nohup (SIGHUP ignored) passes that on
+    to every child, and the command rightly keeps a signal it was told to ignore. A signal with a Python handler is
+    reset to its default in a child by exec, so one is set here while the child starts (safer than preexec_fn)."""
+    ignored = [sig for sig in interrupts.HANDLED if signal.getsignal(sig) is signal.SIG_IGN]
+    for sig in ignored:
+        signal.signal(sig, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for sig in ignored:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def start_paused(draft, target, out, gate, point, *extra):
     gate.mkdir(exist_ok=True)
     env = {**os.environ, interrupts.TEST_PAUSE: f"{point}:{gate}"}
-    proc = subprocess.Popen([sys.executable, "-m", "eagle_convert", "convert", str(draft), "--target", str(target),
-                             "-o", str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, preexec_fn=default_signals)
+    with children_get_default_signals():
+        proc = subprocess.Popen([sys.executable, "-m", "eagle_convert", "convert", str(draft), "--target",
+                                 str(target), "-o", str(out), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
     deadline = time.monotonic() + WAIT_S
     while not (gate / f"{point}.ready").exists():
         if proc.poll() is not None or time.monotonic() > deadline:

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy
 import torch
 
-from ..checkpoint import SAFETENSORS_CODES, nbytes_of
 from .. import interrupts
+from ..checkpoint import SAFETENSORS_CODES, nbytes_of
 from ..errors import OutputPathError, VerificationError
 from ..interrupts import pause_for_test
 from .read import tensor_bytes
