@@ -32,7 +32,7 @@ POLL_S = 0.1  # how long the main thread waits at a time before it looks for a s
 _received: list[int] = []  # signals received while handled_signals() was active, first first
 _wakeup: list[int] = []  # the read end of the wakeup pipe, while handled_signals() is active
 _lock = threading.Lock()
-_shielded = [0]  # > 0 while cleanup runs: a second signal must not cut short the removal of the staging folder
+_shielded = [0]  # > 0 while the main thread is in shielded(): a signal is recorded, and raised by check() after
 
 
 class Interrupted(KeyboardInterrupt):
@@ -69,20 +69,27 @@ def check() -> None:
 
 
 def wait_for(future: Future):
-    """future.result(), waiting in steps of POLL_S that look for a signal in between (see the module docstring)."""
-    while not futures_wait([future], timeout=POLL_S).done:
+    """future.result(), waiting in steps of POLL_S that look for a signal in between (see the module docstring).
+    The wait itself is shielded: an exception raised inside it, between a lock's acquire and release, would leave the
+    future's lock held and the writer that completes it blocked forever (seen: a SIGHUP hung a conversion)."""
+    while True:
+        with shielded():
+            done = futures_wait([future], timeout=POLL_S).done
+        if done:
+            return future.result()
         check()
-    return future.result()
 
 
 @contextlib.contextmanager
 def shielded() -> Iterator[None]:
-    """While cleaning up after an error or a signal: further signals are recorded, not raised."""
-    _shielded[0] += 1
+    """Signals are recorded, not raised, while the main thread is here: cleaning up after an error or a signal, or
+    waiting inside a lock's bookkeeping (the handler runs only in the main thread; elsewhere this is a no-op)."""
+    main = threading.current_thread() is threading.main_thread()
+    _shielded[0] += main
     try:
         yield
     finally:
-        _shielded[0] -= 1
+        _shielded[0] -= main
 
 
 @contextlib.contextmanager
