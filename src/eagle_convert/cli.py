@@ -107,22 +107,27 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
     from .io.early import end_reads
+    from .interrupts import handled_signals
 
-    try:
-        if not dry_run:
-            from .io.early import start_early_reads
+    # SIGTERM and SIGHUP clean up as Ctrl-C does; the previous handlers are restored after.
+    with handled_signals():
+        try:
+            if not dry_run:
+                from .io.early import start_early_reads
 
-            start_early_reads(draft, target)  # the disk reads the draft and a core hashes it while torch is imported
-        run = _api().convert
-        result = run(draft, target, out, to=to, dtype=dtype, dry_run=dry_run, force=force, drop=drop,
-                     max_shard_size=max_shard_size, fc_bias=fc_bias, verifier=verifier,
-                     num_speculative_tokens=num_speculative_tokens, revision=revision,
-                     target_revision=target_revision, token=token, offline=offline,
-                     progress=not quiet and not as_json, check_embedding=check_embedding,
-                     target_pattern=target_pattern, target_lm_head=target_lm_head, target_embed=target_embed,
-                     lm_head_from=lm_head_from, allow_nonfinite=allow_nonfinite)
-    finally:
-        end_reads()  # convert() did already, unless it never started: nothing may outlive the command
+                start_early_reads(draft, target)  # the disk reads and a core hashes the draft while torch loads
+            run = _api().convert
+            result = run(draft, target, out, to=to, dtype=dtype, dry_run=dry_run, force=force, drop=drop,
+                         max_shard_size=max_shard_size, fc_bias=fc_bias, verifier=verifier,
+                         num_speculative_tokens=num_speculative_tokens, revision=revision,
+                         target_revision=target_revision, token=token, offline=offline,
+                         progress=not quiet and not as_json, check_embedding=check_embedding,
+                         target_pattern=target_pattern, target_lm_head=target_lm_head, target_embed=target_embed,
+                         lm_head_from=lm_head_from, allow_nonfinite=allow_nonfinite)
+        finally:
+            end_reads()  # convert() did already, unless it never started: nothing may outlive the command
+    for line in result.notes:  # e.g. a killed run's staging folder removed: one line each, the path unbroken
+        click.echo(f"note: {line}", err=True)
     plan = result.plan
     _note(result.draft.notes + result.target.notes + list(plan.notes), "note")
     _note([f"dropped {n}: {r}" for n, r in plan.dropped], "note")

@@ -35,9 +35,10 @@ def handle_errors(fn):
                 raise
             _fail(kwargs, f"error: {exc}. Nothing was written; fix the cause (free space, permissions) and retry.",
                   type(exc).__name__)
-        except KeyboardInterrupt:
-            click.echo("interrupted: nothing was written.", err=True)
-            sys.exit(130)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP turned into Interrupted (interrupts.py)
+            name = getattr(exc, "signal_name", None)
+            click.echo(f"interrupted{f' by {name}' if name else ''}: nothing was written.", err=True)
+            sys.exit(getattr(exc, "exit_code", 130))
 
     return wrapper
 

@@ -17,8 +17,10 @@ from .draft import DraftHead, load_draft
 from .errors import OutputPathError, UnsupportedConversionError
 from .io.digest import PREHASH, Digest
 from .io.early import end_reads
+from .io.overlap import find_overlap
 from .io.read import read_rows, read_tensor, tensor_bytes
-from .io.write import OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
+from .io.write import (STAGING_OWNER, OutTensor, remove_stale_staging, shard, shard_names, staged_output, write_json,
+                       write_safetensors)
 from .modelcard import model_card
 from .plan import DEQUANT, FOLD, GATHER, ZEROS, Plan, PlannedTensor, build_plan
 from .ranks.gather import gather
@@ -47,6 +49,7 @@ class ConversionResult:
     fetch: dict | None = None  # repo inputs only: what was fetched to plan, and what converting will fetch
     lm_head_from: InputRef | None = None  # where the target's LM head and embedding were read, when not the target
     nonfinite: dict[str, int] = field(default_factory=dict)  # --allow-nonfinite: NaN/Inf written, per tensor
+    notes: list[str] = field(default_factory=list)  # about the output folder (a killed run's staging folder removed)
 
     def to_dict(self) -> dict:
         return {
@@ -68,14 +71,16 @@ class ConversionResult:
 
 
 def check_out_path(out: Path, inputs: list[InputRef], force: bool) -> None:
+    """Refuse an output folder that would touch an input: by where the input files really are (symlinks followed,
+    a repo's cache folders), since --force replaces the whole output folder."""
     out = out.resolve()
-    for ref in inputs:
-        if ref.local_dir is None:
-            continue
-        src = ref.local_dir.resolve()
-        if out == src or src in out.parents or out in src.parents:
-            raise OutputPathError(f"The output folder {out} overlaps the input {src}.",
-                                  "Write the conversion to a separate folder; inputs are never modified.")
+    overlap = find_overlap(out, [(ref.label, ref.checkpoint.source) for ref in inputs])
+    if overlap is not None:
+        raise OutputPathError(f"The output folder {out} overlaps the input {overlap.input_label}: "
+                              f"{overlap.file} lives in {overlap.folder}, so writing the output (or replacing it "
+                              "with --force) would modify the input.",
+                              "Pick another -o folder, outside every input and its real files; inputs are never "
+                              "modified.")
     if out.exists() and not force:
         raise OutputPathError(f"{out} already exists.", "Pass --force to replace it, or choose another -o folder.")
 
@@ -140,6 +145,7 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             "and SGLang 0.5.23 replaces a draft's embedding with the target's when their widths match "
             "(eagle_worker_v2.py:363 set_embed), so it would run a different head.",
             "Use --to vllm or --to speculators (vLLM keeps a draft embedding that differs from the target's).")
+    result.notes += remove_stale_staging(Path(out))
     _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,
              allow_nonfinite)
     return result
@@ -275,7 +281,7 @@ def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: 
         }
         write_json(staging / "eagle_convert.json", result.provenance)
         (staging / "README.md").write_text(model_card(plan, result))
-        result.files = sorted(p.name for p in staging.iterdir())
+        result.files = sorted(p.name for p in staging.iterdir() if p.name != STAGING_OWNER)
     result.out = out.resolve()
 
 

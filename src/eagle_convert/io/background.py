@@ -13,6 +13,8 @@ import atexit
 import threading
 from collections.abc import Callable
 
+from ..interrupts import shielded
+
 CANCEL = threading.Event()  # set by finish(): every background loop stops at its next step
 _threads: set[threading.Thread] = set()
 _lock = threading.Lock()
@@ -58,7 +60,8 @@ def finish() -> None:
         if not pending:
             break
         for thread in pending:
-            thread.join()
+            with shielded():  # a signal raised inside join's lock bookkeeping could hang it; each step is short
+                thread.join()
             with _lock:
                 _threads.discard(thread)
     CANCEL.clear()  # only once nothing runs: an interrupted join leaves the rest cancelled

@@ -18,6 +18,7 @@ import zipfile
 from collections import deque
 from concurrent.futures import Future
 
+from ..interrupts import wait_for
 from . import background
 from .source import LocalSource, find_weights, read_safetensors_header
 
@@ -51,7 +52,7 @@ class Digest:
 
 
     def hexdigest(self) -> str:
-        return self._future.result()
+        return wait_for(self._future)  # in steps that look for a signal: the main thread waits here
 
 
 def hash_file_range(path: str, offset: int, length: int) -> str:

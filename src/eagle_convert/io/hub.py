@@ -456,3 +456,10 @@ def open_repo_source(repo_id: str, *, revision: str | None = None, token: str | 
     notes = [f"{repo_id}@{ref.revision} resolved from the local cache (commit {ref.commit_sha})"
              ] if ref.from_cache else []
     return HubSource(ref, ranges=(role == "target") if ranges is None else ranges, quiet=quiet), notes
+
+
+def cache_folders(ref: RepoRef) -> list[Path]:
+    """Where this repo's files live on disk: huggingface_hub's cache folder (snapshots are symlinks into its blobs/)
+    and our listing and range caches. An output folder must stay out of all of them (converter.check_out_path)."""
+    folder = _repo_folder(ref.repo_id)
+    return [Path(constants.HF_HUB_CACHE) / folder, cache_root() / "repos" / folder, cache_root() / "ranges" / folder]
