@@ -25,11 +25,11 @@ from pathlib import Path
 
 import torch
 
-from eagle_convert.draft import load_draft, tensor_reader
-from eagle_convert.checkpoint import Checkpoint
-from eagle_convert.examples import TinyConfig, make_eagle1_head, make_target
+from eagle_convert.draft.load import load_draft, tensor_reader
+from eagle_convert.checkpoint.index import Checkpoint
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 from eagle_convert.io.source import LocalSource
-from eagle_convert.runner.bench import load_target
+from eagle_convert.benchmark.session import load_target
 from eagle_convert.runner.heads import DraftHead, build_draft_head
 from eagle_convert.runner.model import TargetModel
 from eagle_convert.runner.speculate import plain_generate, speculative_generate

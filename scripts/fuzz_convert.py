@@ -2,7 +2,7 @@
 
     python scripts/fuzz_convert.py [--runs 1000] [--seed 0] [--only RUN] [--workdir DIR] [--keep]
 
-Builds tiny checkpoints (src/eagle_convert/examples.py: a sharded safetensors target, an EAGLE-1 `.bin` head with
+Builds tiny checkpoints (src/eagle_convert/testing/tiny.py: a sharded safetensors target, an EAGLE-1 `.bin` head with
 an fc bias, an EAGLE-3 safetensors head) and three conversions of them (EAGLE-3 -> vllm, EAGLE-1 -> vllm-v0,
 EAGLE-1 -> vllm with --fc-bias fold), converts each once as a reference, then per run copies one conversion's
 inputs, damages one file (scripts/fuzz_mutations.py: safetensors headers, entries, lengths, nesting, metadata, data
@@ -41,8 +41,8 @@ import torch  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
-from eagle_convert.cli import main as cli  # noqa: E402
-from eagle_convert.examples import TinyConfig, make_eagle1_head, make_eagle3_head, make_target  # noqa: E402
+from eagle_convert.cli.main import main as cli  # noqa: E402
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target  # noqa: E402
 from fuzz_mutations import Mutation, mutate  # noqa: E402
 
 

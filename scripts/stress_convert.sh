@@ -14,7 +14,7 @@ mkdir -p "$WORK"
 "$PY" - "$WORK" <<'PYEOF'
 import sys
 from pathlib import Path
-from eagle_convert.examples import TinyConfig, make_eagle1_head, make_target
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 root = Path(sys.argv[1])
 cfg = TinyConfig(hidden_size=64, num_hidden_layers=2, vocab_size=512)
 target = make_target(root / "target", cfg)

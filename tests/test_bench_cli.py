@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import eagle_convert
-from eagle_convert.examples import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 
 PROMPTS = ["t10 t11 t12", "t40 t7 t99 t3"]
 
@@ -94,7 +94,7 @@ def test_bench_needs_a_local_target(tmp_path):
 
 
 def test_demo_runs_offline_and_shows_both_outcomes():
-    from eagle_convert.demo import run_demo
+    from eagle_convert.cli.demo import run_demo
 
     summary = run_demo(echo=None)
     assert summary["tau_raw"] == summary["tau_converted"] == 4.0

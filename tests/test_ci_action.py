@@ -33,8 +33,9 @@ import pytest
 import torch
 import yaml
 
-from eagle_convert.examples import (TinyConfig, eagle1_head_tensors, eagle1_release_config, make_eagle1_head,
-                                    make_target, save_checkpoint)
+from eagle_convert.testing.tiny import (
+    TinyConfig, eagle1_head_tensors, eagle1_release_config, make_eagle1_head, make_target, save_checkpoint
+)
 
 REPO = Path(__file__).resolve().parents[1]
 ACTION_FILE = REPO / "action.yml"

@@ -9,7 +9,7 @@ import torch
 from safetensors import safe_open
 
 import eagle_convert
-from eagle_convert.examples import TinyConfig
+from eagle_convert.testing.tiny import TinyConfig
 
 from conftest import GOLDEN_SETS, golden, tree_fingerprint
 

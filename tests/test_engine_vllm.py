@@ -209,7 +209,7 @@ def test_a_moe_target_our_runner_refuses_is_benched_through_vllm(releases, tmp_p
     import torch
     from transformers import GptOssConfig, GptOssForCausalLM
 
-    from eagle_convert.examples import TinyConfig, make_eagle3_head
+    from eagle_convert.testing.tiny import TinyConfig, make_eagle3_head
 
     torch.manual_seed(0)
     config = GptOssConfig(hidden_size=128, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,

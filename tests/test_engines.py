@@ -19,13 +19,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.cli import main
-from eagle_convert.engines import compare, process, vllm_server
-from eagle_convert.engines.api import parse_engine_args
+from eagle_convert.cli.main import main
+from eagle_convert.benchmark import compare
+from eagle_convert.engines import process, vllm_server
+from eagle_convert.benchmark.engine_bench import parse_engine_args
 from eagle_convert.engines.base import stats_from_counters
 from eagle_convert.errors import EngineError
 from eagle_convert.runner.metrics import AcceptanceStats
-from eagle_convert.examples import TinyConfig, make_eagle3_head, make_target
+from eagle_convert.testing.tiny import TinyConfig, make_eagle3_head, make_target
 
 ROOT = Path(__file__).resolve().parents[1]
 

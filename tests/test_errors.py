@@ -11,7 +11,7 @@ import torch
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.examples import TinyConfig, make_eagle1_head, make_target
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 
 from conftest import tree_fingerprint
 
@@ -144,7 +144,7 @@ def test_out_inside_input_and_out_existing(pair, tmp_path):
 @pytest.mark.parametrize("exc", [RuntimeError("disk on fire"), KeyboardInterrupt()])
 def test_failure_mid_write_leaves_nothing(pair, tmp_path, monkeypatch, exc):
     target, draft, _ = pair()
-    from eagle_convert import converter
+    from eagle_convert.conversion import converter
 
     calls = []
     real = converter._produce
@@ -170,7 +170,7 @@ def test_failure_with_force_keeps_the_old_output(pair, tmp_path, monkeypatch):
     out = tmp_path / "out"
     eagle_convert.convert(str(draft), str(target), out)
     before = tree_fingerprint(out)
-    from eagle_convert import converter
+    from eagle_convert.conversion import converter
 
     monkeypatch.setattr(converter, "_produce", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
     with pytest.raises(RuntimeError):

@@ -21,8 +21,8 @@ from safetensors.torch import load_file, save_file
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.examples import make_target
-from eagle_convert.runner.bench import load_target
+from eagle_convert.testing.tiny import make_target
+from eagle_convert.benchmark.session import load_target
 from eagle_convert.runner.heads import aux_layer_ids_for
 
 from test_variants import LAYOUTS, edit_config, flat, load, run_cli, runner_head

@@ -13,9 +13,9 @@ from safetensors.torch import load_file, save_file
 
 import eagle_convert
 from click.testing import CliRunner
-from eagle_convert.cli import main
+from eagle_convert.cli.main import main
 from eagle_convert.errors import IncomparableReportError
-from eagle_convert.runner import gates
+from eagle_convert.benchmark import gates
 from release_pair import build_releases
 
 K, TOKENS = 3, 24

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import save
 
 from eagle_convert.io import hub as H
-from eagle_convert.resolve import open_input
+from eagle_convert.checkpoint.open import open_input
 from hubserver import HubServer, run_json, use_in_process
 
 V, D = 1000, 256  # each shard holds about 1 MB
@@ -127,7 +127,7 @@ def test_tensor_costs_its_bytes_then_nothing_then_works_offline(env):
 
 
 def test_checkpoint_over_a_repo_fetches_only_what_it_reads(env):
-    from eagle_convert.io.read import read_tensor
+    from eagle_convert.checkpoint.read import read_tensor
 
     server, files, tensors, _ = env
     inp = open_input("org/target", role="target")
@@ -150,7 +150,7 @@ def test_checkpoint_over_a_repo_fetches_only_what_it_reads(env):
 
 
 def test_a_draft_downloads_whole_files(env):
-    from eagle_convert.io.read import read_tensor
+    from eagle_convert.checkpoint.read import read_tensor
 
     server, files, tensors, _ = env
     inp = open_input("org/target", role="draft")
@@ -189,7 +189,7 @@ def test_environment_read_at_import_in_a_subprocess(env):
     code = f"""
 import json
 from eagle_convert.io import hub as H
-from eagle_convert.resolve import open_input
+from eagle_convert.checkpoint.open import open_input
 ref = H.resolve_repo("org/target")
 print(json.dumps([ref.offline, ref.commit_sha, H.cache_root().as_posix(),
                   bytes(H.read_range(ref, "{SHARDS[2]}", {offset}, {nbytes}, key="lm_head.weight")).hex()]))

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import eagle_convert
-from eagle_convert.examples import TinyConfig
+from eagle_convert.testing.tiny import TinyConfig
 
 from conftest import golden
 

@@ -14,9 +14,9 @@ from safetensors.torch import load_file, save_file
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.cli import main
-from eagle_convert.derive import fold_fc_bias
-from eagle_convert.examples import TinyConfig
+from eagle_convert.cli.main import main
+from eagle_convert.conversion.derive import fold_fc_bias
+from eagle_convert.testing.tiny import TinyConfig
 
 from conftest import tree_fingerprint
 

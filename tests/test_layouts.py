@@ -11,8 +11,8 @@ from safetensors.torch import load_file, save_file
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.examples import TinyConfig
-from eagle_convert.formats import LAYOUTS, output_layouts
+from eagle_convert.testing.tiny import TinyConfig
+from eagle_convert.layouts import LAYOUTS, output_layouts
 
 from conftest import golden
 from test_convert import load_out

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import eagle_convert
-from eagle_convert.examples import TinyConfig
+from eagle_convert.testing.tiny import TinyConfig
 
 
 def strings(value):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle_convert.formats.registry import markdown_table
+from eagle_convert.layouts.registry import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

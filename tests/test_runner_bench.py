@@ -10,9 +10,9 @@ import torch
 from safetensors.torch import save_file
 
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError, VerificationError
-from eagle_convert.runner import bench as bench_module
-from eagle_convert.runner.bench import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts, run_bench
-from eagle_convert.runner.chat import ChatTokenizer
+from eagle_convert.benchmark import session as bench_module
+from eagle_convert.benchmark.session import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts, run_bench
+from eagle_convert.benchmark.chat import ChatTokenizer
 from runner_fixtures import GOLDEN, agreeing_eagle1_head, memoryless_target, read_golden_draft, strict_getter
 
 QUIET = dict(progress=False, device="cpu")

@@ -8,7 +8,7 @@ import shutil
 import jinja2
 import pytest
 
-from eagle_convert.runner.chat import ChatTokenizer, load_chat_template, load_eos_token_ids
+from eagle_convert.benchmark.chat import ChatTokenizer, load_chat_template, load_eos_token_ids
 from runner_fixtures import GOLDEN
 
 transformers = pytest.importorskip("transformers")

@@ -15,15 +15,15 @@ import pytest
 import torch
 
 import eagle_convert
-from eagle_convert.demo import DEMO_CONFIG
+from eagle_convert.cli.demo import DEMO_CONFIG
 from eagle_convert.errors import PromptTooLongError, ShapeMismatchError
-from eagle_convert.examples import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
-from eagle_convert.runner.prompts import BUILTIN_PROMPTS
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
+from eagle_convert.benchmark.prompts import BUILTIN_PROMPTS
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
-from eagle_convert.runner.tree_draft import draft_tree
-from eagle_convert.runner.tree_shapes import TreeOptions, resolve_tree
-from eagle_convert.runner.tree_speculate import tree_generate
-from eagle_convert.runner.tree_verify import commit_path, verify_tree
+from eagle_convert.runner.trees.draft import draft_tree
+from eagle_convert.runner.trees.shapes import TreeOptions, resolve_tree
+from eagle_convert.runner.trees.speculate import tree_generate
+from eagle_convert.runner.trees.verify import commit_path, verify_tree
 from eagle_convert.spec import EAGLE1
 from test_speculate import prompt
 from test_tree_speculate import partially_agreeing_pair

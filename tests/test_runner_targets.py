@@ -10,8 +10,8 @@ import torch
 
 import eagle_convert
 from eagle_convert.errors import UnsupportedModelError
-from eagle_convert.examples import TinyConfig, make_eagle3_head
-from eagle_convert.runner.bench import Prompt, load_target
+from eagle_convert.testing.tiny import TinyConfig, make_eagle3_head
+from eagle_convert.benchmark.session import Prompt, load_target
 from target_families import H, HEADS, INTER, KV, LEGACY, V, save_family
 
 pytest.importorskip("transformers")

@@ -17,7 +17,7 @@ import time
 import pytest
 
 import eagle_convert
-from eagle_convert import interrupts
+from eagle_convert.io import interrupts
 
 from conftest import tree_fingerprint
 from test_errors import assert_nothing_left, flat
@@ -110,7 +110,7 @@ def test_a_lost_signal_exception_still_stops_the_conversion(pair, tmp_path, monk
     """Python may raise a handler's exception inside a __del__ or a callback, where it is printed and lost: the
     recorded signal must still stop the writers and keep the output from being moved into place."""
     target, draft, _ = pair()
-    from eagle_convert import converter
+    from eagle_convert.conversion import converter
 
     real = converter._produce
 

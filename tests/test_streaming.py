@@ -17,9 +17,10 @@ from safetensors.torch import load_file
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.checkpoint import Checkpoint
+from eagle_convert.checkpoint.index import Checkpoint
 from eagle_convert.io import digest as digest_module
-from eagle_convert.io import early, readahead
+from eagle_convert.conversion import prefetch as early
+from eagle_convert.io import readahead
 from eagle_convert.io.source import LocalSource
 from eagle_convert.io import write as write_module
 from eagle_convert.io.write import same_bytes
@@ -185,7 +186,7 @@ def test_cli_starts_reading_the_draft_before_it_imports_torch(pair, tmp_path):
     target, draft, _ = pair()
     script = (
         "import sys\n"
-        "import eagle_convert.io.early as d\n"
+        "import eagle_convert.conversion.prefetch as d\n"
         "seen = []\n"
         "d.WARMER.add_files = lambda paths: seen.append(('torch' in sys.modules, sorted(p.name for p in paths)))\n"
         "start = d.PREHASH.start\n"

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.examples import TinyConfig, make_eagle1_head
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head
 from eagle_convert.io.source import LocalSource
 from eagle_convert.targets import FAMILIES as TABLES
 
@@ -203,7 +203,7 @@ def test_readme_target_table_matches():
 
 def test_eagle3_defaults_come_from_a_multimodal_targets_text_config(tmp_path):
     """A wrapper keeps num_hidden_layers in text_config: the EAGLE-3 default aux layer ids (2, L//2, L-3) use it."""
-    from eagle_convert.examples import make_eagle3_head
+    from eagle_convert.testing.tiny import make_eagle3_head
 
     target = tmp_path / "qwen3_vl-8"
     save_family("qwen3_vl", target, num_hidden_layers=8)

@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.examples import TinyConfig, make_eagle1_head
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head
 from eagle_convert.targets.quant import dequantize_fp8, fp8_scheme
 from hubserver import HubServer, use_in_process
 from target_families import H, HEADS, INTER, KV, V, save_family, shard_of
@@ -231,7 +231,7 @@ def test_inspect_target_of_a_float_head_in_a_quantized_checkpoint(quant, tmp_pat
 
 def test_bench_refuses_a_quantized_target(quant):
     from eagle_convert.errors import UnsupportedModelError
-    from eagle_convert.runner.bench import load_target
+    from eagle_convert.benchmark.session import load_target
 
     _, fp8, _, _ = quant["per-channel"]
     with pytest.raises(UnsupportedModelError, match=r"quantized \(fp8\)") as exc:
@@ -261,9 +261,9 @@ def test_cli_refuses_a_packed_head_in_one_paragraph_and_lm_head_from_converts(qu
 def test_a_float_head_whose_rows_disagree_with_the_config_is_not_called_packed(quant, tmp_path):
     """A config that says another vocab_size than the float LM head's rows: the config and weights disagree, which
     --lm-head-from cannot fix; the message says so and what to do."""
-    from eagle_convert.checkpoint import Checkpoint
+    from eagle_convert.checkpoint.index import Checkpoint
     from eagle_convert.io.source import LocalSource
-    from eagle_convert.target import read_target
+    from eagle_convert.targets.read import read_target
 
     wrong = tmp_path / "wrong-vocab"
     _rewrite(quant["fp32"], wrong, quant["shard"], lambda t: t, {"vocab_size": 1000})

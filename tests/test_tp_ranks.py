@@ -1,6 +1,6 @@
 """Targets saved per tensor-parallel rank (issue 15): convert splices the LM head (and embedding) gathered from vLLM /
 SGLang sharded_state, vLLM PP+TP and TensorRT-LLM rank files, bit-identical to the whole-model matrix, reading only
-those byte ranges. Fixtures come from eagle_convert.ranks.examples, which writes the files the way the engines do."""
+those byte ranges. Fixtures come from eagle_convert.testing.ranks, which writes the files the way the engines do."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import torch
 from safetensors.torch import load_file
 
 import eagle_convert
-from eagle_convert.examples import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
-from eagle_convert.ranks.examples import save_trtllm_ranks, save_vllm_ranks
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
+from eagle_convert.testing.ranks import save_trtllm_ranks, save_vllm_ranks
 
 from conftest import tree_fingerprint
 
@@ -166,7 +166,7 @@ def test_inputs_untouched_and_same_bytes_as_whole_target(tmp_path):
 
 
 def test_dry_run_lists_byte_ranges_and_inspect_describes(tmp_path):
-    from eagle_convert.cli import main
+    from eagle_convert.cli.main import main
     from click.testing import CliRunner
 
     cfg, tensors = build(tmp_path)

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from safetensors.torch import load_file, save_file
 
 from eagle_convert import errors
-from eagle_convert.cli import main
-from eagle_convert.examples import TinyConfig, make_eagle1_head, make_target
-from eagle_convert.ranks.examples import save_trtllm_ranks, save_vllm_ranks
+from eagle_convert.cli.main import main
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
+from eagle_convert.testing.ranks import save_trtllm_ranks, save_vllm_ranks
 
 CFG = TinyConfig(vocab_size=1000)
 

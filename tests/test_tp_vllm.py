@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 import eagle_convert
-from eagle_convert.examples import TinyConfig, make_eagle1_head, make_target, save_checkpoint
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target, save_checkpoint
 
 pytestmark = pytest.mark.vllm
 

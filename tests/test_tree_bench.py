@@ -11,8 +11,8 @@ import pytest
 
 import eagle_convert
 from eagle_convert.errors import IncomparableReportError, TreeShapeError
-from eagle_convert.examples import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
-from eagle_convert.runner.tree_shapes import TreeOptions
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
+from eagle_convert.runner.trees.shapes import TreeOptions
 
 PROMPTS = ["t10 t11 t12", "t40 t7 t99 t3"]
 
@@ -116,7 +116,7 @@ def test_cli_json_file_tree_and_refusal(agree, tmp_path):
 
 
 def test_uniform_trees_and_the_sweep_grid():
-    from eagle_convert.runner.tree_sweep import sweep_shapes, uniform_tree
+    from eagle_convert.benchmark.sweep import sweep_shapes, uniform_tree
 
     tree = uniform_tree((2, 4))
     assert tree.choices == ((0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1))
@@ -131,8 +131,8 @@ def test_uniform_trees_and_the_sweep_grid():
 
 
 def test_sweep_ranks_shapes_and_names_serve_flags(agree):
-    from eagle_convert.runner.tree_shapes import dynamic_tree
-    from eagle_convert.runner.tree_sweep import run_sweep, sweep_table, uniform_tree
+    from eagle_convert.runner.trees.shapes import dynamic_tree
+    from eagle_convert.benchmark.sweep import run_sweep, sweep_table, uniform_tree
 
     result = run_sweep(str(agree / "target"), str(agree / "head"), k=2, prompts=PROMPTS, num_prompts=1,
                        max_new_tokens=12, shapes=[dynamic_tree(3, 2, 5), uniform_tree((1, 1, 1, 1))])

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
-from eagle_convert.runner.tree import DraftTree, accept_sampled_tree
-from eagle_convert.runner.tree_draft import draft_tree
-from eagle_convert.runner.tree_shapes import MC_SIM_7B_63, dynamic_tree, static_tree
-from eagle_convert.runner.tree_speculate import tree_generate
+from eagle_convert.runner.trees.tree import DraftTree, accept_sampled_tree
+from eagle_convert.runner.trees.draft import draft_tree
+from eagle_convert.runner.trees.shapes import MC_SIM_7B_63, dynamic_tree, static_tree
+from eagle_convert.runner.trees.speculate import tree_generate
 from eagle_convert.spec import EAGLE1, EAGLE3
 from runner_fixtures import agreeing_eagle1_head, build_pair, memoryless_target
 from test_speculate import CHI2_999, chi_square, exact_marginals, prompt, random_pair, sampling_pair

@@ -14,11 +14,11 @@ import pytest
 import torch
 
 import eagle_convert
-from eagle_convert.runner.tree_shapes import TreeOptions
+from eagle_convert.runner.trees.shapes import TreeOptions
 from eagle_convert import errors
-from eagle_convert.checkpoint import Checkpoint
-from eagle_convert.draft import load_draft, tensor_reader
-from eagle_convert.examples import make_target
+from eagle_convert.checkpoint.index import Checkpoint
+from eagle_convert.draft.load import load_draft, tensor_reader
+from eagle_convert.testing.tiny import make_target
 from eagle_convert.io.source import LocalSource
 from eagle_convert.runner.heads import build_draft_head
 
@@ -357,7 +357,7 @@ def test_inspect_names_the_variant_and_where_each_flag_came_from(built):
 def test_readme_variant_table_matches_the_layouts():
     from pathlib import Path
 
-    from eagle_convert.formats.variant_table import variant_markdown_table
+    from eagle_convert.layouts.variant_table import variant_markdown_table
     readme = (Path(__file__).resolve().parents[1] / "docs" / "layouts.md").read_text()
     start = readme.index("<!-- variants-table")
     block = readme[readme.index("\n", start) + 1: readme.index("<!-- /variants-table -->")].strip()
@@ -422,9 +422,9 @@ def test_variant_tree_rows_equal_each_nodes_own_chain(built, name):
     score must equal the head's log-probs along its path run as a plain chain on a fresh head, so each row of every
     layer of every variant sees exactly its ancestors."""
     from eagle_convert.runner.heads import aux_layer_ids_for
-    from eagle_convert.runner.bench import load_target
-    from eagle_convert.runner.tree_draft import draft_tree
-    from eagle_convert.runner.tree_shapes import dynamic_tree
+    from eagle_convert.benchmark.session import load_target
+    from eagle_convert.runner.trees.draft import draft_tree
+    from eagle_convert.runner.trees.shapes import dynamic_tree
 
     root, targets, _ = built
     target_dir = root / target_of(name)

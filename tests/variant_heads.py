@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from eagle_convert.examples import TinyConfig, save_checkpoint
+from eagle_convert.testing.tiny import TinyConfig, save_checkpoint
 
 TARGET = TinyConfig(num_hidden_layers=4)  # every variant's target: aux ids fit in 4 layers
 WIDE_TARGET = TinyConfig(num_hidden_layers=4, hidden_size=96, num_attention_heads=4, num_key_value_heads=2)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from .converter import ConversionResult, convert
-from .inspector import InspectReport, inspect
+from .conversion.converter import ConversionResult, convert
+from .inspection.report import InspectReport, inspect
 
 
 def bench(*args, **kwargs):
-    """Run the draft/verify benchmark; see `eagle_convert.runner.bench.bench` for the arguments."""
-    from .runner.bench_api import bench as _bench  # torch model code loads only when benchmarking
+    """Run the draft/verify benchmark; see `eagle_convert.benchmark.session.bench` for the arguments."""
+    from .benchmark.api import bench as _bench  # torch model code loads only when benchmarking
 
     return _bench(*args, **kwargs)
 

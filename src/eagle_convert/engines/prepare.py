@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..draft import DraftHead, load_draft
-from ..resolve import open_input
+from ..draft.load import DraftHead, load_draft
+from ..checkpoint.open import open_input
 from ..spec import EAGLE3
 
 # The layouts vLLM loads as they are stored (formats/vllm.py and formats/speculators.py).
@@ -33,7 +33,7 @@ def method_of(head: DraftHead) -> str:
 def prepare_draft(draft: str, target: str, workdir: Path, *, revision: str | None = None, token: str | None = None,
                   offline: bool | None = None, drop: tuple[str, ...] = ()) -> EngineDraft:
     """`draft` ready for vLLM: as it is, or converted under `workdir` (which the caller deletes)."""
-    from ..converter import convert
+    from ..conversion.converter import convert
 
     target_in = open_input(target, role="target")
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft")

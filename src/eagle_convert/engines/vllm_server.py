@@ -17,9 +17,7 @@ import urllib.error
 import urllib.request
 
 from ..errors import EngineError
-from ..runner.report import BenchReport
 from .base import Generation
-from .loop import build_report, run_speculative
 
 METRICS_TIMEOUT_S = 30.0
 COMPLETION_TIMEOUT_S = 600.0
@@ -165,22 +163,5 @@ class ServerEngine:
             time.sleep(0.05)
 
 
-def bench_server(url: str, session, draft: str | None, *, k: int, max_new_tokens: int, temperature: float, seed: int,
-                 strict: bool, warn, progress: bool) -> BenchReport:
-    engine = ServerEngine(url, strict=strict, warn=warn)
-    info = engine.open(k)
-    kind = _draft_kind(draft, session.target_path) if draft else "served"
-    run = run_speculative(session, engine, k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-    block = {"name": "vllm", "mode": "server", "url": engine.url, "version": info["version"], "model": info["model"],
-             "tp": None, "device": None, "dtype": None, "speculative_config": {"num_speculative_tokens": info["k"]},
-             "start_time_s": None, "other_traffic": engine.other_traffic,
-             "note": "a server has no plain-decoding twin here: no baseline, speedup or lossless check"}
-    return build_report(run, {"k": k, "draft_kind": kind}, block)
 
 
-def _draft_kind(draft: str, target: str) -> str:
-    from ..draft import load_draft
-    from ..resolve import open_input
-
-    return load_draft(open_input(draft, role="draft").checkpoint,
-                      open_input(target, role="target").checkpoint.config).spec.kind

@@ -13,7 +13,7 @@ import atexit
 import threading
 from collections.abc import Callable
 
-from ..interrupts import shielded
+from .interrupts import shielded
 
 CANCEL = threading.Event()  # set by finish(): every background loop stops at its next step
 _threads: set[threading.Thread] = set()

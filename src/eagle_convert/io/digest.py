@@ -18,7 +18,7 @@ import zipfile
 from collections import deque
 from concurrent.futures import Future
 
-from ..interrupts import wait_for
+from .interrupts import wait_for
 from . import background
 from .source import LocalSource, find_weights, read_safetensors_header
 

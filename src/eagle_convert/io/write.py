@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy
 import torch
 
-from .. import interrupts
-from ..checkpoint import SAFETENSORS_CODES, nbytes_of
+from . import interrupts
+from .safetensors import SAFETENSORS_CODES, nbytes_of
 from ..errors import OutputPathError, VerificationError
-from ..interrupts import pause_for_test
-from .read import tensor_bytes
+from .interrupts import pause_for_test
+from .safetensors import tensor_bytes
 
 
 @dataclass(frozen=True)

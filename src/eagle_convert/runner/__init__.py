@@ -1,7 +1,7 @@
 """The bundled draft/verify runner: a compact Llama-family target, EAGLE-1/EAGLE-3 heads, chain speculative decoding
 and acceptance metrics. `bench.run_bench` is the entry point that does I/O; everything else is pure tensor code.
 
-The names below load on first use, so that `eagle_convert.runner.cli` (the click command, registered by the main CLI)
+The names below load on first use, so that `eagle_convert.cli.bench` (the click command, registered by the main CLI)
 does not import torch for commands that never run the model."""
 
 import importlib

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..checkpoint import Checkpoint, TensorRef
+from ..checkpoint.index import Checkpoint, TensorRef
 from ..errors import ShapeMismatchError, UnsupportedConversionError
 
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)

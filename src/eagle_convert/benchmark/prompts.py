@@ -1,0 +1,96 @@
+"""Benchmark prompts: a small built-in set written for this project, and JSONL files in the MT-bench layout
+({"question_id", "turns": [...]}, later turns answered in context) or {"prompt": "..."} lines."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import EagleConvertError, PromptTooLongError
+
+
+class PromptFileError(EagleConvertError, ValueError):
+    """A prompts file that is not JSONL of {"question_id", "turns": [...]} or {"prompt": ...} objects."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    turns: tuple[str, ...]
+    token_ids: tuple[int, ...] | None = None  # a pre-tokenized single-turn prompt: no tokenizer, no template
+    category: str | None = None  # MT-bench's "category" (built-in prompts: their id); gates compare τ per category
+
+
+# A small built-in set, written for this project, one or two per MT-bench category; two are two-turn conversations.
+BUILTIN_PROMPTS = (
+    Prompt("writing", ("Write a short travel blog post about a weekend in a coastal town, with one paragraph on the "
+                       "food and one on the people you met.", "Rewrite your post so that every sentence starts "
+                       "with the letter A.")),
+    Prompt("roleplay", ("You are a lighthouse keeper in 1890. Describe your evening routine to a visiting child.",)),
+    Prompt("reasoning", ("Anna is taller than Ben. Ben is taller than Carl. Dana is shorter than Carl. Who is the "
+                         "second shortest? Explain step by step.",)),
+    Prompt("math", ("A train travels 180 km in 2 hours and then 120 km in 1.5 hours. What is its average speed for "
+                    "the whole trip? Show your work.", "If it then returns the whole way at 100 km/h, what is the "
+                    "average speed for the round trip?")),
+    Prompt("coding", ("Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring "
+                      "and two doctests.",)),
+    Prompt("extraction", ("List every city and year mentioned in this text as JSON: 'The congress met in Vienna in "
+                          "1814, moved to Paris in 1815 and ended in London two years later.'",)),
+    Prompt("stem", ("Explain why the sky is blue, then explain why sunsets are red, for a high-school student.",)),
+    Prompt("humanities", ("Summarise the main causes of the French Revolution in five bullet points.",)),
+)
+
+
+BUILTIN_PROMPTS = tuple(Prompt(p.id, p.turns, category=p.id) for p in BUILTIN_PROMPTS)  # one per category
+
+
+def _category(item: dict) -> str | None:
+    category = item.get("category")
+    return None if category is None else str(category)
+
+
+def load_prompts(path: str | Path) -> list[Prompt]:
+    """JSONL: MT-bench lines {"question_id": ..., "turns": [...]}, {"prompt": "..."}, or pre-tokenized
+    {"prompt_ids": [...]} (id: "question_id", "id" or the line number)."""
+    prompts = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            if "prompt_ids" in item:
+                ids = item["prompt_ids"]
+                if not ids or not all(isinstance(i, int) and i >= 0 for i in ids):
+                    raise ValueError("prompt_ids must be a non-empty list of token ids")
+                prompts.append(Prompt(str(item.get("id", number)), (f"<{len(ids)} token ids>",), tuple(ids),
+                                      _category(item)))
+                continue
+            turns = item["turns"] if "turns" in item else [item["prompt"]]
+            if not turns or not all(isinstance(t, str) for t in turns):
+                raise ValueError("turns must be a non-empty list of strings")
+        except (ValueError, KeyError, TypeError) as error:
+            raise PromptFileError(f"{path}, line {number}: not a prompt ({error}).",
+                                  'Each line must be {"question_id": ..., "turns": ["..."]}, {"prompt": "..."} or '
+                                  '{"prompt_ids": [1, 2, ...]}.')
+        prompts.append(Prompt(str(item.get("question_id", item.get("id", number))), tuple(turns),
+                              category=_category(item)))
+    if not prompts:
+        raise PromptFileError(f"{path} holds no prompts.", "Give a JSONL file with one prompt object per line.")
+    return prompts
+
+
+def check_prompt_fits(prompt: Prompt, turn: int, num_tokens: int, max_new_tokens: int, limit: int | None) -> None:
+    """Refuse a turn whose prompt + max_new_tokens pass the target's max_position_embeddings (`limit`; None: none
+    stated), as vLLM's server refuses prompt + max_tokens > max_model_len: past it the target runs at positions it
+    was never trained for, and the answer would be benched in silence where an engine says no."""
+    if limit is None or num_tokens + max_new_tokens <= limit:
+        return
+    which = f"Prompt {prompt.id!r}" + (f" (turn {turn + 1})" if len(prompt.turns) > 1 else "")
+    room = limit - num_tokens
+    what_to_do = (f"lower --max-new-tokens to at most {room}, or shorten the prompt" if room >= 1 else
+                  "shorten the prompt (it alone fills the context)")
+    raise PromptTooLongError(
+        f"{which} is {num_tokens} tokens long; with --max-new-tokens {max_new_tokens} it needs "
+        f"{num_tokens + max_new_tokens} positions, more than the target's max_position_embeddings ({limit}).",
+        f"To bench it, {what_to_do}; engines refuse such a request too.")

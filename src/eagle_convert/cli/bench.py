@@ -1,0 +1,156 @@
+"""The `eagle-convert bench` command: a thin shell over `eagle_convert.bench`, plus the CI gate (exit code 3)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import EXIT_GATE, handle_errors, paragraph
+from .engine import engine_bench, engine_options, engine_requested
+from .tree import TREE_FLAGS, sweep_command, tree_options, tree_options_from, tree_report_lines
+
+def _fmt(value, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+@click.command()
+@click.option("--target", "-t", required=True, help="Target model folder (the whole model runs).")
+@click.option("--draft", "-d", help="Draft head: any layout convert reads or writes (folder or repo id). Required "
+                                    "except with --engine-url (the server has its head).")
+@click.option("-k", "--num-speculative-tokens", "k", default=3, show_default=True, type=click.IntRange(1, 64))
+@click.option("--max-new-tokens", default=256, show_default=True, type=click.IntRange(1))
+@click.option("--prompts", type=click.Path(exists=True, dir_okay=False),
+              help='JSONL: MT-bench {"question_id", "turns": [...]}, {"prompt": "..."} or {"prompt_ids": [...]} '
+                   '(default: a built-in set).')
+@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(0), help="0 = greedy.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
+@click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float16", "float32"]), default="auto",
+              show_default=True, help="auto = bf16 on CUDA, fp32 on CPU.")
+@click.option("--chat-template", type=click.Choice(["auto", "none"]), default="auto", show_default=True)
+@click.option("--ignore-eos", is_flag=True, help="Generate --max-new-tokens every time (as vLLM benchmarks do).")
+@click.option("--no-baseline", is_flag=True, help="Skip plain decoding (no speedup, no lossless check).")
+@click.option("--min-acceptance-length", type=float, help="Exit with code 3 when τ is below this (a CI gate).")
+@click.option("--reference-draft", metavar="RAW",
+              help="Also bench RAW (the head as released, any layout) in the same run; exit 3 unless DRAFT behaves "
+                   "exactly like it (fp32 greedy: every round; else τ within a tolerance).")
+@click.option("--reference-report", type=click.Path(exists=True, dir_okay=False),
+              help="A stored --json report of the same settings and prompts: exit 3 when τ dropped by more than "
+                   "--max-tau-drop, overall or in any prompt category.")
+@click.option("--max-tau-drop", type=click.FloatRange(0), help="With --reference-report (default 0.05).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+              help="Also write the full --json report to this file (written when a gate fails too).")
+@click.option("--threads", type=click.IntRange(1), help="torch CPU threads (default: torch's choice).")
+@click.option("--drop", multiple=True, metavar="PATTERN", help="Ignore draft tensors matching this glob.")
+@click.option("--json", "as_json", is_flag=True, help="The full report (documented schema) on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@tree_options
+@engine_options
+def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, ignore_eos,
+          no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path, threads, drop,
+          as_json, quiet, **options):
+    """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
+    from ..api import bench as run
+
+    tree_flags = {name: options.pop(name) for name in TREE_FLAGS}
+    engine = options
+    if engine_requested(engine):
+        if tree_flags["tree"] != "chain" or tree_flags["tree_sweep"]:
+            raise click.UsageError("--tree and --tree-sweep apply to our runner: an engine bench drafts chains "
+                                   "(bench the tree without --engine / --engine-url / --compare).")
+        report, data, compare_table = engine_bench(engine, dict(
+            target=target, draft=draft, k=k, max_new_tokens=max_new_tokens, prompts=prompts, temperature=temperature,
+            seed=seed, device=device, dtype=dtype, chat_template=chat_template, ignore_eos=ignore_eos,
+            no_baseline=no_baseline, min_acceptance_length=min_acceptance_length, reference_draft=reference_draft,
+            reference_report=reference_report, max_tau_drop=max_tau_drop, threads=threads, drop=drop,
+            as_json=as_json, quiet=quiet))
+        return finish(report, data, report_path, "\n".join(filter(None, [human_report(data), compare_table])), as_json)
+    if draft is None:
+        raise click.UsageError("--draft is required (except with --engine-url).")
+
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+    if tree_flags["tree_sweep"]:
+        return sweep_command(target, draft, k=k, prompts=prompts, num_prompts=tree_flags["sweep_prompts"],
+                             as_json=as_json, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                             device=device, dtype=dtype, chat_template=chat_template, drop=drop, ignore_eos=ignore_eos)
+
+    @handle_errors
+    def go(as_json=as_json):
+        return run(target, draft, k=k, max_new_tokens=max_new_tokens, prompts=prompts, temperature=temperature,
+                   seed=seed, device=device, dtype=dtype, chat_template=chat_template, baseline=not no_baseline,
+                   progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop, ignore_eos=ignore_eos,
+                   min_acceptance_length=min_acceptance_length, reference_draft=reference_draft,
+                   reference_report=reference_report, max_tau_drop=max_tau_drop, tree=tree_options_from(tree_flags))
+
+    report = go(as_json=as_json)
+    data = report.to_dict()
+    data["gate"]["min_acceptance_length"] = min_acceptance_length
+    finish(report, data, report_path, human_report(data), as_json)
+
+
+def finish(report, data: dict, report_path, human: str, as_json: bool) -> None:
+    """Write, print, and exit 3 when a gate failed: the same for every engine."""
+    if report_path:
+        _write_report(Path(report_path), data)
+    click.echo(json.dumps(data, indent=2) if as_json else human)
+    for gate in report.gates:
+        if not gate.passed:
+            click.echo(paragraph(f"error: {gate.message}"), err=True)
+    if not report.passed:
+        sys.exit(EXIT_GATE)
+
+
+def _write_report(path: Path, data: dict) -> None:
+    """Atomically: a CI step that reads the report never sees half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = path.with_name(f".{path.name}.tmp")
+    staging.write_text(json.dumps(data, indent=2) + "\n")
+    staging.replace(path)
+
+
+def engine_line(engine: dict) -> str:
+    start = engine.get("start_time_s")
+    return (f"engine: {engine['name']} {engine.get('version') or ''} {engine['mode']}, tp={engine.get('tp') or '-'}, "
+            f"{engine.get('dtype') or '-'} on {engine.get('device') or '-'}"
+            + (f", engine start {start:.1f} s apart from generation {engine['generation_time_s']:.1f} s"
+               if start is not None else f", generation {engine['generation_time_s']:.1f} s")
+            + (f"; draft {engine['draft']['conversion']}" if (engine.get("draft") or {}).get("conversion") else ""))
+
+
+def human_report(data: dict) -> str:
+    s = data["settings"]
+    lines = [f"bench: {s['draft_kind'].upper()} head on {s['target']} — k={s['k']}, {s['dtype']} on {s['device']}, "
+             f"temperature {s['temperature']}, chat template {'on' if s['chat_template'] else 'off'}",
+             f"{'prompt':<12} {'drafts':>6} {'drafted':>7} {'accepted':>8} {'tau':>6} {'rate':>6} {'tokens':>6} "
+             f"{'tok/s':>8} {'base tok/s':>10} {'speedup':>7}"]
+
+    def row(name: str, acc: dict, p: dict) -> str:
+        return (f"{name:<12} {acc['drafts']:>6} {acc['drafted']:>7} {acc['accepted']:>8} "
+                f"{_fmt(acc['mean_acceptance_length']):>6} {_fmt(acc['acceptance_rate']):>6} {p['generated_tokens']:>6} "
+                f"{_fmt(p['tokens_per_s'], '.1f'):>8} {_fmt(p['baseline_tokens_per_s'], '.1f'):>10} "
+                f"{_fmt(p['speedup'], '.2f'):>7}")
+
+    for p in data["prompts"]:
+        lines.append(row(str(p["id"])[:12], p["acceptance"], p))
+    overall = data["overall"]
+    lines.append(row("overall", overall["acceptance"], overall))
+    rates = overall["acceptance"]["per_position_rates"]
+    lines.append("per-position acceptance: " + (" ".join(f"{_fmt(r)}" for r in rates) if rates else "-"))
+    lines += tree_report_lines(data)
+    if data.get("engine"):
+        lines.insert(1, engine_line(data["engine"]))
+    ll = data["lossless"]
+    lines.append({"exact": "lossless: speculative output identical to plain greedy decoding (fp32)",
+                  "first_divergence": f"lossless: {'identical' if ll['identical'] else 'diverged in ' + str(ll['diverged_prompts'])} "
+                                      "(half precision: near-ties may flip; see first_divergence in --json)",
+                  "not_checked": "lossless: not checked (sampling, --no-baseline or a server)"}[ll["mode"]])
+    for check in data["gate"]["checks"]:
+        lines.append(f"gate {check['name']}: {'passed' if check['passed'] else 'FAILED'}")
+    return "\n".join(lines)

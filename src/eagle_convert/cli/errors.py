@@ -1,0 +1,50 @@
+"""How every command turns errors into exit codes and one-paragraph messages (shared by `cli` and `runner/cli`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import textwrap
+
+import click
+
+from ..errors import EagleConvertError
+
+EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 1, 2, 3
+
+
+def paragraph(text: str) -> str:
+    return textwrap.fill(" ".join(text.split()), width=100)
+
+
+def handle_errors(fn):
+    """Typed library errors -> one paragraph on stderr and exit 1; tracebacks only with EAGLE_CONVERT_DEBUG=1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except EagleConvertError as exc:
+            if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
+                raise
+            _fail(kwargs, f"error: {exc.message} {exc.hint}", type(exc).__name__)
+        except OSError as exc:  # disk full, permission denied...: not our typed errors, still one paragraph
+            if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
+                raise
+            _fail(kwargs, f"error: {exc}. Nothing was written; fix the cause (free space, permissions) and retry.",
+                  type(exc).__name__)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP turned into Interrupted (interrupts.py)
+            name = getattr(exc, "signal_name", None)
+            click.echo(f"interrupted{f' by {name}' if name else ''}: nothing was written.", err=True)
+            sys.exit(getattr(exc, "exit_code", 130))
+
+    return wrapper
+
+
+def _fail(kwargs: dict, message: str, kind: str) -> None:
+    if kwargs.get("as_json"):
+        click.echo(json.dumps({"ok": False, "error": kind, "message": message.removeprefix("error: ")}))
+    click.echo(paragraph(message), err=True)
+    sys.exit(EXIT_ERROR)

@@ -1,0 +1,74 @@
+"""Checks on a draft/target pair before anything is written. `check_pair` reads no tensor data; `check_vocab_map`
+reads the draft's small d2t/t2d tensors."""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import LayoutError, ShapeMismatchError
+from ..spec import EAGLE1, DraftSpec
+from ..targets.read import TargetInfo
+
+
+COUNT_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def check_sizes(spec: DraftSpec, hidden_size: int, vocab_size: int, label: str) -> None:
+    """The draft's input width and vocabulary against a target's (from its config, or a model already loaded)."""
+    feature = spec.hidden_size if spec.kind == EAGLE1 else spec.target_hidden_size
+    if feature != hidden_size:
+        what = ("hidden size" if spec.kind == EAGLE1 else f"fc input ({spec.num_aux_states} x target hidden)"
+                if spec.use_aux_hidden_state else "input (the target's last hidden state)")
+        raise ShapeMismatchError(
+            f"The draft's {what} expects target hidden size {feature}, but {label} has {hidden_size}.",
+            "This head was trained for a different model: pass the target it was made for.")
+    if spec.vocab_size != vocab_size:
+        raise ShapeMismatchError(
+            f"The draft's vocab_size is {spec.vocab_size} but the target {label} has {vocab_size}.",
+            "The head and target use different tokenizers: pass the target the head was trained for.")
+
+
+def check_pair(spec: DraftSpec, target: TargetInfo) -> None:
+    label = target.checkpoint.label
+    check_sizes(spec, target.hidden_size, target.vocab_size, label)
+    if spec.kind == EAGLE1:
+        lm = target.lm_head()
+        if lm.shape != (target.vocab_size, spec.hidden_size):
+            raise ShapeMismatchError(f"The target's LM head {lm.name} is {list(lm.shape)}, expected "
+                                     f"[{target.vocab_size}, {spec.hidden_size}].", "The target checkpoint is inconsistent.")
+        return
+    if spec.draft_vocab_size > spec.vocab_size:
+        raise ShapeMismatchError(f"draft_vocab_size {spec.draft_vocab_size} exceeds the target vocabulary "
+                                 f"{spec.vocab_size}.", "The head does not belong to this target.")
+    if not spec.use_aux_hidden_state:
+        return  # fed the target's last hidden state: no aux layers to check
+    if spec.aux_layer_ids is None:
+        raise LayoutError("The EAGLE-3 head does not say which target layers feed it.", "Pass the target config.")
+    ids = list(spec.aux_layer_ids)
+    bad = [i for i in ids if not 0 <= i < target.num_hidden_layers]
+    # Engines collect the states in layer order and collapse duplicates: the ids must be strictly increasing.
+    if bad or len(ids) != spec.num_aux_states or ids != sorted(set(ids)):
+        raise ShapeMismatchError(
+            f"Aux layer ids {ids} are not {COUNT_WORDS.get(spec.num_aux_states, spec.num_aux_states)} distinct, increasing layers of the {target.num_hidden_layers}-layer "
+            f"target {label}.",
+            "Set eagle_aux_hidden_state_layer_ids in the draft config to the layers the head was trained on "
+            "(the EAGLE-3 default is 2, L//2, L-3).")
+
+
+def check_vocab_map(d2t: torch.Tensor | None, t2d: torch.Tensor | None, vocab_size: int, label: str) -> None:
+    """d2t maps draft id i to target id i + d2t[i]: every id in range and strictly increasing; t2d marks exactly
+    those target ids."""
+    if d2t is None:
+        return
+    ids = torch.arange(d2t.numel(), dtype=torch.int64) + d2t.to(torch.int64)
+    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ShapeMismatchError(f"{label}: d2t maps draft ids outside the target vocabulary [0, {vocab_size}).",
+                                 "The d2t tensor is corrupt or belongs to another target.")
+    if ids.numel() > 1 and not bool((ids[1:] > ids[:-1]).all()):
+        raise ShapeMismatchError(f"{label}: d2t does not map draft ids to strictly increasing target ids.",
+                                 "The d2t tensor is corrupt; re-export the head.")
+    if t2d is not None:
+        t2d = t2d.to(torch.bool)
+        if t2d.numel() != vocab_size or int(t2d.sum()) != d2t.numel() or not bool(t2d[ids].all()):
+            raise ShapeMismatchError(f"{label}: t2d does not mark exactly the target ids that d2t maps to.",
+                                     "The head's d2t and t2d disagree; re-export the head.")

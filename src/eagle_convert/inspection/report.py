@@ -1,0 +1,198 @@
+"""`inspect`: what a checkpoint is, what is wrong with it for serving, and which conversion fixes each problem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..io.safetensors import SAFETENSORS_CODES
+from ..checkpoint.index import config_dtype
+from ..draft.load import DraftHead, load_draft
+from ..errors import EagleConvertError
+from ..layouts import LAYOUTS
+from ..checkpoint.open import open_input
+from ..spec import EAGLE1, EAGLE3
+from ..checkpoint.ranks.checkpoint import RankedCheckpoint
+from ..targets.read import TargetInfo, read_target
+from .target import describe_target, looks_like_target
+
+HALF = {"float16", "bfloat16"}
+
+
+@dataclass
+class Problem:
+    what: str
+    fix: str
+
+    def to_dict(self) -> dict:
+        return {"problem": self.what, "fix": self.fix}
+
+
+@dataclass
+class InspectReport:
+    path: str
+    layout: str | None
+    layout_reason: str | None
+    kind: str | None
+    config: dict
+    tensors: list[dict]
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    ranks: dict | None = None  # a target saved per rank: format, tp/pp, parts, padded vocab, the files read
+    target: dict | None = None  # PATH is a target checkpoint: family, LM head / embedding, quantization, bench
+    variant: str | None = None  # "EAGLE-3 (norm_before_fc)", "EAGLE 3.1 (...)", "EAGLE-1"
+    flags: dict = field(default_factory=dict)  # EAGLE-3 flag -> {"value", "source"}: what was read, and from where
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "layout": self.layout, "layout_reason": self.layout_reason, "kind": self.kind,
+                "variant": self.variant, "flags": self.flags,
+                "config": self.config, "tensors": self.tensors, "problems": [p.to_dict() for p in self.problems],
+                "notes": self.notes, "ranks": self.ranks, "target": self.target}
+
+
+def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (), revision: str | None = None,
+            target_revision: str | None = None, token: str | None = None, offline: bool | None = None,
+            target_pattern: str | None = None) -> InspectReport:
+    # PATH may itself be a target saved per rank; --target-pattern names the target's files, PATH's without --target.
+    ref = open_input(path, revision=revision, token=token, offline=offline, role="draft", ranges=True, ranked=True,
+                     pattern=None if target else target_pattern)
+    ckpt = ref.checkpoint
+    if isinstance(ckpt, RankedCheckpoint):
+        return _ranked_report(path, ckpt, ref.notes)
+    tensors = [{"name": r.name, "shape": list(r.shape), "dtype": SAFETENSORS_CODES[r.dtype], "file": r.file}
+               for r in ckpt.refs().values()]
+    target_info = None
+    if target:
+        target_info = read_target(open_input(target, revision=target_revision, token=token, offline=offline,
+                                             role="target", pattern=target_pattern).checkpoint)
+    report = InspectReport(path=str(path), layout=None, layout_reason=None, kind=None, config=ckpt.config,
+                           tensors=tensors, notes=list(ref.notes))
+    if target is None and looks_like_target(ckpt):
+        return _target_report(report, ckpt)
+    try:
+        head = load_draft(ckpt, target_info.config if target_info else None, drop=drop)
+    except EagleConvertError as exc:
+        report.problems.append(Problem(exc.message, exc.hint))
+        return report
+    report.layout, report.layout_reason, report.kind = head.layout.name, head.layout_reason, head.spec.kind
+    report.variant = head.spec.variant
+    report.flags = variant_flags(head.spec)
+    report.notes += list(head.notes)
+    report.problems += _problems(head, target_info)
+    return report
+
+
+def _target_report(report: InspectReport, ckpt) -> InspectReport:
+    section, problems = describe_target(ckpt)
+    report.layout, report.kind, report.target = "target checkpoint", "target", section
+    report.layout_reason = f"family {section['family'] or 'unknown'}" + (
+        f", LM head {section['lm_head']['name']}" if "lm_head" in section else "")
+    report.problems += [Problem(what, fix) for what, fix in problems]
+    return report
+
+
+def variant_flags(spec) -> dict:
+    """Each EAGLE-3 flag with its value and where it was read from (the tensors, the config, or a default)."""
+    values = {"norm_before_fc": spec.norm_before_fc, "fc_norm": spec.fc_norm, "norm_output": spec.norm_output,
+              "norm_before_residual": spec.norm_before_residual, "use_aux_hidden_state": spec.use_aux_hidden_state,
+              "num_aux_states": spec.num_aux_states, "aux_layer_ids": list(spec.aux_layer_ids or ()),
+              "num_layers": spec.num_layers, "qk_norm": spec.qk_norm,
+              "lm_head": "target" if spec.lm_head_from_target else "draft"}
+    return {k: {"value": v, "source": spec.flag_sources.get(k, "")} for k, v in values.items()} if spec.is_eagle3 else {}
+
+
+def _ranked_report(path: str, ckpt: RankedCheckpoint, notes: list[str]) -> InspectReport:
+    """A target saved per rank: what convert will gather from it (the checks ran when it was opened)."""
+    ranks = ckpt.describe()
+    tensors = [{"name": r["name"], "shape": r["shape"], "dtype": SAFETENSORS_CODES[ckpt.ref(hf).dtype],
+                "file": r["file"]} for hf, t in ranks["tensors"].items() for r in t["reads"]]
+    unique = list({(t["file"], t["name"]): t for t in tensors}.values())
+    return InspectReport(path=str(path), layout=f"per-rank target ({ranks['format']})",
+                         layout_reason=ckpt.summary_line(), kind="target", config=ckpt.config, tensors=unique,
+                         notes=list(notes), ranks=ranks)
+
+
+def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
+    spec, cfg, names = head.spec, head.checkpoint.config, set(head.tensors)
+    out: list[Problem] = []
+    convert_hint = "eagle-convert convert DRAFT --target TARGET -o OUT --to LAYOUT"
+    if spec.kind == EAGLE1 and "lm_head.weight" not in names and not _shares_target_lm_head(head.layout, spec):
+        out.append(Problem("No LM head: an EAGLE-1 head uses its target's.", _lm_head_fix(head)))
+    if "bias" in cfg:
+        out.append(Problem(f"SafeAILab config key bias={cfg['bias']!r} (the fc bias flag): vLLM reads it as attention "
+                           "bias and, when true, creates q/k/v/o biases that are never loaded.",
+                           f"{convert_hint} removes it and states the fc bias the engine's way."))
+    if spec.fc_bias and not _holds(head.layout, head, "fc.bias"):
+        out.append(Problem("fc.bias present: vLLM V1 cannot express it (dropped silently).", _fc_bias_fix(head)))
+    if spec.max_position_embeddings <= 2048:
+        limit = target.config.get("max_position_embeddings") if target else None
+        out.append(Problem(f"max_position_embeddings is {spec.max_position_embeddings}: drafting stops or crashes past it.",
+                           f"convert raises it to the target's{f' ({limit})' if limit else ''}; RoPE stays the draft's."))
+    stored = {SAFETENSORS_CODES[r.dtype] for r in head.tensors.values() if r.dtype.is_floating_point}
+    said = config_dtype(head.layout.flat_config(cfg))  # a wrapper layout (vllm-v0) has it in its inner config
+    if "F32" in stored and str(said) in HALF:
+        out.append(Problem(f"Stored in float32 though the config says {said}: twice the bytes.",
+                           "convert --dtype auto writes the target's dtype."))
+    if head.checkpoint.weight_format == "bin":
+        out.append(Problem("Pickle (.bin) weights: engines prefer safetensors.", "convert writes safetensors only."))
+    if spec.kind == EAGLE3 and "d2t" not in names and spec.draft_vocab_size < spec.vocab_size:
+        out.append(Problem("No d2t: draft ids would be read as target ids.", "Use an export that includes d2t."))
+    if spec.norm_before_residual:
+        out.append(Problem("norm_before_residual: true (residual taken after hidden_norm): released EAGLE-3 heads take "
+                           "it before, and SGLang 0.5.23 cannot express it.", "--to vllm or --to speculators write it "
+                           "explicitly; `bench` runs it as vLLM would, so compare it with the released head "
+                           "(`bench --reference-draft`)."))
+    if target:
+        feature = spec.hidden_size if spec.kind == EAGLE1 else spec.target_hidden_size
+        if feature != target.hidden_size:
+            out.append(Problem(f"Hidden size mismatch: the head expects {feature}, the target has {target.hidden_size}.",
+                               "Use the target this head was trained for."))
+        if spec.vocab_size != target.vocab_size:
+            out.append(Problem(f"Vocab mismatch: head {spec.vocab_size}, target {target.vocab_size}.",
+                               "Use the target this head was trained for."))
+    return out
+
+
+# What a layout keeps by design is asked of the layout itself (formats/), so that a correct output of each layout
+# reports no problem, and a fix never names the layout the folder is already in.
+
+def _holds(layout, head: DraftHead, role: str) -> bool:
+    """`layout` writes this head, `role` included, as it is (vllm-v0 and sglang keep an EAGLE-1 fc bias)."""
+    canonical = frozenset(head.tensors)
+    return (layout.writable and layout.refusal(head.spec, canonical) is None
+            and role in layout.output_names(head.spec, canonical).values())
+
+
+def _shares_target_lm_head(layout, spec) -> bool:
+    """The engine takes this head's LM head from the target by design (EAGLE-1 in vllm and sglang)."""
+    return "lm_head.weight" in layout.dropped_reasons(spec)
+
+
+def _other_layouts(head: DraftHead, keep) -> list[str]:
+    """The output layouts, other than the folder's own, that write this head and satisfy `keep(layout)`."""
+    canonical = frozenset(head.tensors)
+    return [name for name, layout in LAYOUTS.items() if layout.writable and layout is not head.layout
+            and layout.refusal(head.spec, canonical) is None and keep(layout)]
+
+
+def _fc_bias_fix(head: DraftHead) -> str:
+    keeping = _other_layouts(head, lambda layout: _holds(layout, head, "fc.bias"))
+    # plan.py folds an EAGLE-1 fc bias into the embedding for a layout without one (vLLM V1)
+    folding = _other_layouts(head, lambda layout: not _holds(layout, head, "fc.bias")) if head.spec.kind == EAGLE1 \
+        else []
+    ways = ([f"{_to(folding)} --fc-bias fold (exact)"] if folding else []) + \
+        ([f"keep it with {_to(keeping)}"] if keeping else [])
+    if not ways:
+        return "No layout eagle-convert writes holds this head's fc bias; `eagle-convert layouts` lists them."
+    return f"{', or '.join(ways)}."
+
+
+def _lm_head_fix(head: DraftHead) -> str:
+    sharing = _other_layouts(head, lambda layout: _shares_target_lm_head(layout, head.spec))
+    splicing = _other_layouts(head, lambda layout: not _shares_target_lm_head(layout, head.spec))
+    parts = ([f"{_to(splicing)} splices the target's in"] if splicing else []) + \
+        ([f"with {_to(sharing)} the engine uses the target's by design"] if sharing else [])
+    return f"eagle-convert convert DRAFT --target TARGET -o OUT {'; '.join(parts)}."
+
+
+def _to(layouts: list[str]) -> str:
+    return " / ".join(f"--to {name}" for name in layouts)
