@@ -15,9 +15,8 @@ import pytest
 import torch
 
 import eagle_convert
-from eagle_convert.cli.demo import DEMO_CONFIG
 from eagle_convert.errors import PromptTooLongError, ShapeMismatchError
-from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
+from eagle_convert.testing.tiny import DEMO_CONFIG, TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 from eagle_convert.benchmark.prompts import BUILTIN_PROMPTS
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.runner.trees.draft import draft_tree

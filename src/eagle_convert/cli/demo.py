@@ -16,10 +16,9 @@ import torch
 from safetensors import safe_open
 
 from ..api import bench, convert, inspect
-from ..testing.tiny import TinyConfig, make_eagle1_head, make_target
+from ..testing.tiny import DEMO_CONFIG, make_eagle1_head, make_target
 from ..checkpoint.read import read_tensor
 
-DEMO_CONFIG = TinyConfig(hidden_size=64, num_hidden_layers=1, vocab_size=256)
 DEMO_PROMPTS = [{"prompt": "t10 t11 t12 t13"}, {"prompt": "t40 t7 t99"}]
 
 

@@ -49,6 +49,10 @@ class TinyConfig:
         return cfg
 
 
+
+# The demo pair's shapes (`eagle-convert demo`, the README's Python example): one layer, small enough to run in seconds.
+DEMO_CONFIG = TinyConfig(hidden_size=64, num_hidden_layers=1, vocab_size=256)
+
 def _rand(gen: torch.Generator, *shape: int, scale: float = 0.05) -> torch.Tensor:
     return torch.randn(*shape, generator=gen) * scale
 
