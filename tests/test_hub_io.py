@@ -13,7 +13,9 @@ import torch
 from safetensors.torch import save
 
 from eagle_convert.io import hub as H
-from eagle_convert.checkpoint.open import open_input
+from eagle_convert.checkpoint.open import is_repo_id, open_input
+from eagle_convert.errors import LayoutError
+from eagle_convert.testing.tiny import TinyConfig, make_target
 from hubserver import HubServer, run_json, use_in_process
 
 V, D = 1000, 256  # each shard holds about 1 MB
@@ -61,13 +63,19 @@ def ranges_dir(home):
 
 
 def test_repo_ids_and_local_folders_win(tmp_path, monkeypatch):
+    """The one parser production uses: strict Hub spelling, a local folder wins (and says it shadows a repo id),
+    anything else is refused before any request (no server runs here: a request would fail differently)."""
     monkeypatch.chdir(tmp_path)
-    assert H.is_repo_id("org/name") and H.is_repo_id("meta-llama/Llama-3.1-8B")
-    assert not any(map(H.is_repo_id, ["name", "a/b/c", "./a/b", "/abs/x", "org/na--me", "org/..x", "org/name."]))
-    assert H.choose_input("org/name") == H.InputChoice("hub", "org/name")
-    (tmp_path / "org" / "name").mkdir(parents=True)
-    assert H.choose_input("org/name") == H.InputChoice("local", "org/name", shadows_repo=True)
-    assert H.choose_input("missing") == H.InputChoice("local", "missing")
+    assert is_repo_id("org/name") and is_repo_id("meta-llama/Llama-3.1-8B") and is_repo_id("a/" + "b" * 96)
+    assert not any(map(is_repo_id, ["name", "a/b/c", "./a/b", "/abs/x", "org/na--me", "org/..x", "org/name.",
+                                    "a/" + "b" * 97]))
+    for typed in ("org/na--me", "org/..x", "org/name.", "missing"):
+        with pytest.raises(LayoutError, match="neither a folder nor a Hugging Face repo id"):
+            open_input(typed)
+    make_target(tmp_path / "org" / "name", TinyConfig())
+    ref = open_input("org/name")
+    assert ref.local_dir.resolve() == tmp_path / "org" / "name" and ref.repo_id is None
+    assert any("also looks like a repo id" in note for note in ref.notes)
 
 
 def test_resolve_is_one_info_request(env):

@@ -10,7 +10,14 @@ from .index import Checkpoint
 from ..errors import LayoutError
 from ..io.source import FileSource, LocalSource
 
-REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# `org/name` as the Hub spells repo ids (huggingface_hub's validate_repo_id): each part 1-96 characters of letters,
+# digits, `.`, `_` and `-`, starting with a letter or digit; no `--` or `..` anywhere, no trailing `.`. Anything else
+# that is not a local folder is refused here, before any network request.
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def is_repo_id(text: str) -> bool:
+    return bool(REPO_ID.match(text)) and "--" not in text and ".." not in text and not text.endswith(".")
 
 
 @dataclass
@@ -59,11 +66,11 @@ def open_input(name: str | Path, *, revision: str | None = None, token: str | No
     path = Path(text).expanduser()
     if path.is_dir():
         notes = []
-        if REPO_ID.match(text):
+        if is_repo_id(text):
             notes.append(f"{text!r} is a local folder and also looks like a repo id: using the local folder")
         ckpt = open_checkpoint(LocalSource(path), ranked, pattern)
         return InputRef(text, ckpt, path, notes=notes + list(ckpt.notes))
-    if REPO_ID.match(text) and not path.exists():
+    if is_repo_id(text) and not path.exists():
         from ..io.hub import open_repo_source  # imported late: huggingface_hub reads its environment at import
 
         source, notes = open_repo_source(text, revision=revision, token=token, offline=offline, role=role,

@@ -38,7 +38,6 @@ from . import source as source_module
 from .source import HEADER_KEY, HEADER_LEN_KEY, LocalSource  # noqa: F401  (HEADER_*: the cache keys of a header)
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 
 
 class RepoNotFoundError(HubError):
@@ -67,28 +66,6 @@ class OfflineCacheMissError(HubError):
 
 class RemoteSizeMismatchError(HubError):
     """The bytes received do not match what the listing or the safetensors header promised."""
-
-
-# ---- inputs ---------------------------------------------------------------------------------------------------------
-def is_repo_id(s: str) -> bool:
-    """`org/name` as the Hub spells repo ids (no `--` or `..`, no trailing `.`)."""
-    return bool(REPO_ID_RE.match(s)) and "--" not in s and ".." not in s and not s.endswith(".")
-
-
-@dataclass(frozen=True)
-class InputChoice:
-    kind: str  # "local" or "hub"
-    value: str  # the folder or the repo id, as typed
-    shadows_repo: bool = False  # a local folder won over a name that is also a repo id: tell the user
-
-
-def choose_input(s: str) -> InputChoice:
-    """A local folder of that name wins; otherwise a repo id is a repo; anything else is a (missing) local path."""
-    if Path(s).expanduser().is_dir():
-        return InputChoice("local", s, shadows_repo=is_repo_id(s))
-    if is_repo_id(s) and not Path(s).exists():
-        return InputChoice("hub", s)
-    return InputChoice("local", s)
 
 
 # ---- repo resolution ------------------------------------------------------------------------------------------------
