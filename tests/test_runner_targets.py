@@ -83,3 +83,16 @@ def test_other_families_are_refused_naming_the_engine_bench(family, tmp_path):
         load_target(tmp_path / family, dtype=torch.float32, device="cpu")
     assert f"does not implement {family} targets" in str(exc.value)
     assert "bench --engine vllm" in str(exc.value)
+
+
+def test_runner_architectures_are_the_runnable_target_families():
+    """One list of what bench runs: the families table says which families run; the runner's per-architecture rows
+    cover exactly those text families (and every multimodal one's language model), with the families' classes."""
+    from eagle_convert.runner.architectures import ARCHITECTURES, SUPPORTED_ARCHITECTURES
+    from eagle_convert.targets import FAMILIES
+
+    runnable = [f for f in FAMILIES.values() if f.runner is not None]
+    assert set(ARCHITECTURES) == {f.name for f in runnable if not f.multimodal}
+    assert {f.runner_model_type for f in runnable if f.multimodal} <= set(ARCHITECTURES)
+    assert SUPPORTED_ARCHITECTURES == {f.name: f.architectures for f in runnable if not f.multimodal}
+    assert {name for name, row in ARCHITECTURES.items() if row.moe} == {f.name for f in runnable if f.runner == "moe"}

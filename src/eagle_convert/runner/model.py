@@ -23,25 +23,18 @@ from eagle_convert.runner.layers import (
     Attention, GetTensor, Mlp, RotaryTable, TreeAttention, as_positions, cast_reader, load_attention, load_mlp, rms_norm,
     rope_inv_freq,
 )
+from eagle_convert.runner.architectures import (
+    ALWAYS, ARCHITECTURES, FROM_CONFIG, SUPPORTED_ARCHITECTURES, supported_targets_line,
+)
 from eagle_convert.runner.moe import MoeMlp, is_moe_layer, load_moe
 
-# model_type -> the HF architecture class names we implement for it.
-SUPPORTED_ARCHITECTURES: dict[str, tuple[str, ...]] = {
-    "llama": ("LlamaForCausalLM",),
-    "mistral": ("MistralForCausalLM",),
-    "qwen2": ("Qwen2ForCausalLM",),
-    "qwen3": ("Qwen3ForCausalLM",),
-    "qwen3_moe": ("Qwen3MoeForCausalLM",),
-    "mixtral": ("MixtralForCausalLM",),
-}
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
 
 
 def _unsupported(what: str) -> UnsupportedModelError:
-    names = ", ".join(f"{t} ({'/'.join(a)})" for t, a in SUPPORTED_ARCHITECTURES.items())
     return UnsupportedModelError(
         f"The bench runner does not implement {what}.",
-        f"Supported targets: {names} (and the multimodal qwen2_5_vl, qwen3_vl, mistral3, text-only); RoPE types: "
+        f"Supported targets: {supported_targets_line()}; RoPE types: "
         f"{', '.join(SUPPORTED_ROPE_TYPES)}. Bench this target with an engine instead: `eagle-convert bench "
         "--engine vllm`.",
     )
@@ -81,6 +74,7 @@ class TargetConfig:
         hidden, heads = config["hidden_size"], config["num_attention_heads"]
         layers = config["num_hidden_layers"]
         theta, scaling = rope_from_hf(config)
+        row = ARCHITECTURES[model_type]
         attention_bias = bool(config.get("attention_bias", False))
         return cls(
             model_type=model_type,
@@ -95,13 +89,12 @@ class TargetConfig:
             rope_theta=theta,
             rope_scaling=scaling,
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-            qkv_bias=model_type == "qwen2" or (model_type in ("llama", "qwen3", "qwen3_moe") and attention_bias),
-            o_bias=model_type in ("llama", "qwen3", "qwen3_moe") and attention_bias,
-            mlp_bias=model_type == "llama" and bool(config.get("mlp_bias", False)),
-            qk_norm=model_type in ("qwen3", "qwen3_moe"),
-            sliding_windows=_sliding_windows(model_type, config, layers),
-            moe_layers=tuple(model_type in ("qwen3_moe", "mixtral") and is_moe_layer(model_type, config, i)
-                             for i in range(layers)),
+            qkv_bias=row.qkv_bias == ALWAYS or (row.qkv_bias == FROM_CONFIG and attention_bias),
+            o_bias=row.o_bias and attention_bias,
+            mlp_bias=row.mlp_bias and bool(config.get("mlp_bias", False)),
+            qk_norm=row.qk_norm,
+            sliding_windows=_sliding_windows(row.sliding, config, layers),
+            moe_layers=tuple(row.moe and is_moe_layer(model_type, config, i) for i in range(layers)),
         )
 
 
@@ -123,13 +116,13 @@ def rope_from_hf(config: dict) -> tuple[float, dict | None]:
     return theta, {"rope_type": rope_type, **params}
 
 
-def _sliding_windows(model_type: str, config: dict, layers: int) -> tuple[int | None, ...]:
+def _sliding_windows(sliding: str | None, config: dict, layers: int) -> tuple[int | None, ...]:
     window = config.get("sliding_window")
-    if model_type in ("mistral", "mixtral"):  # HF applies their window on every layer and ignores layer_types
+    if sliding == "every_layer":  # HF applies the window on every layer and ignores layer_types
         return (window,) * layers
-    if model_type == "qwen3_moe":  # one window for every layer, when use_sliding_window
+    if sliding == "uniform":  # one window for every layer, when use_sliding_window
         return (window if config.get("use_sliding_window") else None,) * layers
-    if model_type in ("qwen2", "qwen3") and config.get("use_sliding_window") and window:
+    if sliding == "layer_types" and config.get("use_sliding_window") and window:
         types = config.get("layer_types") or [
             "sliding_attention" if i >= config.get("max_window_layers", 28) else "full_attention" for i in range(layers)
         ]

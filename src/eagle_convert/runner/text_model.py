@@ -12,6 +12,7 @@ from eagle_convert.errors import UnsupportedModelError
 from ..targets.read import find_names
 from eagle_convert.targets import TargetFamily, family_for
 from eagle_convert.targets.quant import quantization_summary
+from .architectures import runner_families_line
 
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved")
 
@@ -30,8 +31,8 @@ def runner_target(ckpt: Checkpoint) -> RunnerTarget:
         raise UnsupportedModelError(
             f"The bench runner does not implement {family.name} targets"
             f"{f' ({family.note})' if family.note else ''}; convert supports them.",
-            "Bench this target with an engine: `eagle-convert bench --engine vllm` (the runner implements llama, "
-            "mistral, qwen2, qwen3, qwen3_moe, mixtral, and qwen2_5_vl, qwen3_vl, mistral3 text-only).")
+            "Bench this target with an engine: `eagle-convert bench --engine vllm` (the runner implements "
+            f"{runner_families_line()}).")
     method = quantization_summary(ckpt.config)
     if method:  # its weights are codes: cast to float without their scales they would run as garbage, silently
         raise UnsupportedModelError(
