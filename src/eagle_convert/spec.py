@@ -26,6 +26,10 @@ EAGLE3 = "eagle3"
 TARGET_LM_HEAD = "lm_head.weight"
 TARGET_EMBED = "model.embed_tokens.weight"
 
+# What convert may do with an EAGLE-1 fc bias a layout cannot express (`--fc-bias`): refuse, drop it, or fold it
+# exactly into a draft-specific embedding (conversion/plan.py).
+FC_BIAS_MODES = ("error", "drop", "fold")
+
 # The reference implementation and transformers' Llama both use this base when a config has no rope_theta.
 DEFAULT_ROPE_THETA = 10000.0
 

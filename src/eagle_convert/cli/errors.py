@@ -1,4 +1,4 @@
-"""How every command turns errors into exit codes and one-paragraph messages (shared by `cli` and `runner/cli`)."""
+"""How every command turns errors into exit codes and one-paragraph messages (every command of cli/)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import click
 
 from ..errors import EagleConvertError
 
-EXIT_ERROR, EXIT_USAGE, EXIT_GATE = 1, 2, 3
+EXIT_ERROR, EXIT_GATE = 1, 3  # 2, a usage error, is click's own exit code
 
 
 def paragraph(text: str) -> str:

@@ -9,7 +9,8 @@ import json
 import click
 
 from .. import __version__
-from .errors import EXIT_ERROR, EXIT_GATE, EXIT_USAGE, handle_errors, paragraph  # noqa: F401 (exit codes re-exported)
+from ..spec import FC_BIAS_MODES
+from .errors import handle_errors, paragraph
 from ..layouts import LAYOUTS, output_layouts
 
 DEFAULT_LAYOUT = "vllm-v0"  # the seed's layout, kept as the default (its note says which vLLM refuses it)
@@ -80,7 +81,7 @@ def target_tensor_options(fn):
               help=f"Output layout (see `eagle-convert layouts`). {LAYOUTS[DEFAULT_LAYOUT].note}.")
 @click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float16", "float32"]), default="auto",
               show_default=True, help="Output float dtype; auto = the target's torch_dtype.")
-@click.option("--fc-bias", type=click.Choice(["error", "drop", "fold"]), default="error", show_default=True,
+@click.option("--fc-bias", type=click.Choice(FC_BIAS_MODES), default="error", show_default=True,
               help="What to do with an fc bias the output layout cannot hold (vLLM V1).")
 @click.option("--drop", multiple=True, metavar="PATTERN", help="Drop draft tensors matching this glob (repeatable).")
 @click.option("--verifier", help="speculators: the verifier's name or path (default: the target as given).")

@@ -19,7 +19,6 @@ from ..spec import EAGLE1, DraftSpec
 from ..targets.read import DTYPE_NAMES, TargetInfo
 from ..targets.quant import StoredWeight
 
-FC_BIAS_MODES = ("error", "drop", "fold")
 FOLD = "fold_fc_bias"  # E' = E + W_e^-1 b: the fc bias moved into a draft-specific embedding
 ZEROS = "zeros"
 GATHER = "gather"  # concat of a per-rank target's shards, padding rows removed (ranks/)
