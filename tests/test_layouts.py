@@ -3,7 +3,9 @@ EAGLE-3 checks, and the fc-bias fold."""
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +14,9 @@ from safetensors.torch import load_file, save_file
 import eagle_convert
 from eagle_convert import errors
 from eagle_convert.testing.tiny import TinyConfig
-from eagle_convert.layouts import LAYOUTS, output_layouts
+from eagle_convert.layouts import LAYOUTS, Layout, output_layouts
+from eagle_convert.layouts.registry import served_as_stored
+from eagle_convert.layouts.variant_table import variant_markdown_table
 
 from conftest import golden
 from test_convert import load_out
@@ -36,9 +40,37 @@ ALLOWED = {"eagle1": ["vllm-v0", "vllm", "sglang"], "eagle3": ["vllm", "speculat
 REFUSED = {"eagle1": ["speculators"], "eagle3": ["vllm-v0"]}
 
 
-def test_registry_is_the_single_list():
-    assert set(output_layouts()) == {"vllm-v0", "vllm", "speculators", "sglang"}
-    assert {"eagle1", "eagle3"} <= set(LAYOUTS)
+class _NewLayout(Layout):
+    """A layout registered only for the test: every list of layouts must pick it up from the registry."""
+
+    name = "new-layout"
+    kinds = ("eagle3",)
+    served_by = ("vllm",)
+    output_order = 15
+
+
+def test_registry_is_the_single_list(monkeypatch):
+    monkeypatch.setitem(LAYOUTS, _NewLayout.name, _NewLayout())
+    assert "new-layout" in output_layouts()
+    assert served_as_stored("vllm") == ["vllm", "speculators", "new-layout"]  # what engines/prepare.py serves as is
+    header = variant_markdown_table().splitlines()[0]  # the README variant table's columns, in output_order
+    assert header == "| variant | `--to vllm` | `--to new-layout` | `--to speculators` | `--to sglang` |"
+    monkeypatch.delitem(LAYOUTS, _NewLayout.name)
+    assert "new-layout" not in variant_markdown_table()  # negative control: the column came from the registry
+
+
+def _layout_name_lists(tree: ast.AST) -> list[int]:
+    """Line numbers of tuple/list/set literals of two or more layout names."""
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, (ast.Tuple, ast.List, ast.Set))
+            and len(node.elts) > 1 and all(isinstance(e, ast.Constant) and e.value in LAYOUTS for e in node.elts)]
+
+
+def test_no_hand_typed_list_of_layouts_in_the_package():
+    package = Path(eagle_convert.__file__).parent
+    found = {str(path.relative_to(package)): lines for path in sorted(package.rglob("*.py"))
+             if (lines := _layout_name_lists(ast.parse(path.read_text())))}
+    assert found == {}
+    assert _layout_name_lists(ast.parse('X = ("vllm", "speculators")')) == [1]  # negative control: one is found
 
 
 def convert_to(draft, target, out, to, **kw):

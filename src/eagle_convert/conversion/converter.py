@@ -13,7 +13,7 @@ from .. import __version__
 from . import finite
 from ..checkpoint.index import Checkpoint
 from .derive import FoldReport, fold_fc_bias, sampled_rows
-from ..layouts.sglang import replaces_draft_embedding
+from ..layouts import get_layout
 from ..draft.load import DraftHead, load_draft
 from ..errors import OutputPathError, UnsupportedConversionError
 from ..io.digest import PREHASH, Digest
@@ -139,15 +139,13 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     if dry_run:
         result.fetch = fetch_plan(plan, {"draft": draft_in, "target": weights_in or target_in})
         return result
-    replaced = replaces_draft_embedding(to, head.spec, frozenset(head.tensors))
-    result.embedding_check = compare_embeddings(head, target_info, plan, always=check_embedding or replaced)
-    if replaced and result.embedding_check and result.embedding_check["equal"] is False:
-        raise UnsupportedConversionError(
-            f"This EAGLE-3 head ships its own embed_tokens, which differs from the target's "
-            f"({result.embedding_check.get('message') or 'max |diff| %g on %d sampled rows' % (result.embedding_check['max_abs_diff'], result.embedding_check['rows_compared'])}), "
-            "and SGLang 0.5.23 replaces a draft's embedding with the target's when their widths match "
-            "(eagle_worker_v2.py:363 set_embed), so it would run a different head.",
-            "Use --to vllm or --to speculators (vLLM keeps a draft embedding that differs from the target's).")
+    rule = get_layout(to).embedding_rule(head.spec, frozenset(head.tensors))
+    result.embedding_check = compare_embeddings(head, target_info, plan, always=check_embedding or rule is not None)
+    if rule and result.embedding_check and result.embedding_check["equal"] is False:
+        check = result.embedding_check
+        difference = check.get("message") or "max |diff| %g on %d sampled rows" % (check["max_abs_diff"],
+                                                                                  check["rows_compared"])
+        raise UnsupportedConversionError(rule.refusal.format(difference=difference), rule.hint)
     result.notes += remove_stale_staging(Path(out))
     _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,
              allow_nonfinite)

@@ -13,7 +13,7 @@ from ..checkpoint.index import TensorRef
 from ..draft.load import DraftHead
 from ..errors import UnsupportedConversionError
 from ..layouts import OutputContext, get_layout
-from ..layouts.sglang import ZERO_FC_BIAS
+from ..layouts.base import DerivedTensor
 from ..checkpoint.ranks.shards import Gathered
 from ..spec import EAGLE1, DraftSpec
 from ..targets.read import DTYPE_NAMES, TargetInfo
@@ -152,6 +152,7 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
             dropped.append(("fc.bias", "--fc-bias fold: folded into embed_tokens.weight"))
 
     tensors = [_planned(name, role, head, target, out_dtype) for name, role in roles.items()]
+    tensors += [_zeros(name, derived, out_dtype) for name, derived in layout.derived_tensors(spec, canonical).items()]
     used = {t.role for t in tensors} | ({"fc.bias", "embed_tokens.weight"} if fold else set())
     reasons = layout.dropped_reasons(spec)
     for role in sorted(canonical - used):
@@ -183,10 +184,12 @@ def _from_target(name: str, role: str, stored: StoredWeight, out_dtype: torch.dt
                          out_dtype, stored.ref.shape, derive=DEQUANT, dequant=stored)
 
 
+def _zeros(name: str, derived: DerivedTensor, out_dtype: torch.dtype) -> PlannedTensor:
+    return PlannedTensor(name, derived.role, "derived", (), out_dtype, derived.shape, derive=ZEROS)
+
+
 def _planned(name: str, role: str, head: DraftHead, target: TargetInfo, out_dtype: torch.dtype) -> PlannedTensor:
     spec = head.spec
-    if role == ZERO_FC_BIAS:
-        return PlannedTensor(name, "fc.bias", "derived", (), out_dtype, (spec.hidden_size,), derive=ZEROS)
     if role == FOLD:
         embed = (Source("draft", head.tensors["embed_tokens.weight"]) if "embed_tokens.weight" in head.tensors
                  else Source("target", target.embedding()))

@@ -9,10 +9,8 @@ from pathlib import Path
 
 from ..draft.load import DraftHead, load_draft
 from ..checkpoint.open import open_input
+from ..layouts.registry import served_as_stored
 from ..spec import EAGLE3
-
-# The layouts vLLM loads as they are stored (formats/vllm.py and formats/speculators.py).
-ENGINE_READY_LAYOUTS = ("vllm", "speculators")
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ def prepare_draft(draft: str, target: str, workdir: Path, *, revision: str | Non
     target_in = open_input(target, role="target")
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft")
     head = load_draft(draft_in.checkpoint, target_in.checkpoint.config, drop=tuple(drop))
-    if head.layout.name in ENGINE_READY_LAYOUTS and not drop and Path(draft).is_dir():
+    if head.layout.name in served_as_stored("vllm") and not drop and Path(draft).is_dir():
         return EngineDraft(head, str(Path(draft).resolve()), method_of(head), None)
     fc_bias = "fold" if head.spec.fc_bias else "error"
     out = workdir / "draft-vllm"

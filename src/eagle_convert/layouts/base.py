@@ -62,6 +62,24 @@ class OutputContext:
     num_speculative_tokens: int = 3
 
 
+@dataclass(frozen=True)
+class DerivedTensor:
+    """An output tensor the head does not have, made from nothing: explicit zeros of `shape` standing for `role`."""
+
+    role: str  # the canonical name it stands for
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EmbeddingRule:
+    """The engine replaces the draft's own embed_tokens with the target's: convert compares them and refuses a
+    difference (`refusal`, with {difference} for what was found; `hint` says what to do instead)."""
+
+    check: str  # what is compared, said by a dry run (which reads no tensor data) as "will check: ..."
+    refusal: str
+    hint: str
+
+
 class Layout:
     name: str = ""
     summary: str = ""  # one line for the layouts table (docs/layouts.md)
@@ -72,6 +90,8 @@ class Layout:
     # What a user of this layout must know, said by `eagle-convert layouts`, in `--to`'s help when it is the
     # default, and as a warning after every conversion to it (e.g. which engine versions refuse it).
     note: str = ""
+    served_by: tuple[str, ...] = ()  # engines (engines/: "vllm") that load this layout as it is stored
+    output_order: int = 50  # where it comes among output layouts in generated tables (the first is recommended)
     detect_priority: int = 50  # lower is tried first: the most specific layouts go first
     # Aux layer ids nested in eagle_config: 0 = vLLM's convention (ours: input of layer i), 1 = SGLang's (output of
     # layer i; SGLang adds 1, models/llama.py set_eagle3_layers_to_capture), as SGLang-lineage exporters write them.
@@ -113,6 +133,14 @@ class Layout:
     def dropped_reasons(self, spec: DraftSpec) -> dict[str, str]:
         """canonical name -> why this layout leaves it out on purpose."""
         return {}
+
+    def derived_tensors(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, DerivedTensor]:
+        """output name -> a tensor the layout needs that the head lacks (written after `output_names`)."""
+        return {}
+
+    def embedding_rule(self, spec: DraftSpec, canonical: frozenset[str]) -> EmbeddingRule | None:
+        """How the engine treats a draft's own embedding, when it does not load it as it is (None: it does)."""
+        return None
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
         config = {"method": METHOD[spec.kind], "model": ctx.out_label,

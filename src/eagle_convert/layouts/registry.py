@@ -16,6 +16,17 @@ def output_layouts() -> list[str]:
     return [name for name, layout in LAYOUTS.items() if layout.writable]
 
 
+def served_as_stored(engine: str) -> list[str]:
+    """The layouts `engine` loads as they are stored (no conversion needed)."""
+    return [name for name, layout in LAYOUTS.items() if engine in layout.served_by]
+
+
+def output_layouts_for(kind: str) -> list[str]:
+    """The layouts that can write a `kind` head, in table order (`output_order`)."""
+    writers = [layout for layout in LAYOUTS.values() if layout.writable and kind in layout.kinds]
+    return [layout.name for layout in sorted(writers, key=lambda layout: layout.output_order)]
+
+
 def get_layout(name: str):
     if name not in LAYOUTS:
         raise LayoutError(f"Unknown layout {name!r}.", f"Choose one of: {', '.join(LAYOUTS)}.")

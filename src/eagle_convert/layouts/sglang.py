@@ -8,11 +8,10 @@ import re
 import shlex
 
 from ..spec import EAGLE1, EAGLE3, DraftSpec
-from .base import EAGLE1_NAMES, EAGLE3_NAMES, LAYER, Layout, OutputContext, base_inner_config, rename_prefix
+from .base import (EAGLE1_NAMES, EAGLE3_NAMES, LAYER, DerivedTensor, EmbeddingRule, Layout, OutputContext,
+                   base_inner_config, rename_prefix)
 from .registry import register
 from .vllm import eagle3_output_roles
-
-ZERO_FC_BIAS = "zeros:fc.bias"
 
 
 def sglang_eagle3_name(canonical: str) -> str:
@@ -29,6 +28,8 @@ class SGLang(Layout):
     name = "sglang"
     summary = "SGLang `LlamaForCausalLMEagle` / `LlamaForCausalLMEagle3` (EAGLE-3 keeps `midlayer.*`)"
     engine = "SGLang"
+    served_by = ("sglang",)
+    output_order = 30
     detect_priority = 40
     kinds = (EAGLE1, EAGLE3)
 
@@ -69,10 +70,27 @@ class SGLang(Layout):
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
         if spec.kind == EAGLE3:
             return {sglang_eagle3_name(n): n for n in sorted(eagle3_output_roles(spec, canonical)) if n in EAGLE3_NAMES}
-        names = {n: n for n in sorted(canonical) if n in EAGLE1_NAMES and n != "lm_head.weight"}
-        if "fc.bias" not in names:
-            names["fc.bias"] = ZERO_FC_BIAS
-        return names
+        return {n: n for n in sorted(canonical) if n in EAGLE1_NAMES and n != "lm_head.weight"}
+
+    def derived_tensors(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, DerivedTensor]:
+        # LlamaForCausalLMEagle's fc always has a bias: a head without one gets explicit zeros
+        if spec.kind == EAGLE1 and "fc.bias" not in canonical:
+            return {"fc.bias": DerivedTensor("fc.bias", (spec.hidden_size,))}
+        return {}
+
+    def embedding_rule(self, spec: DraftSpec, canonical: frozenset[str]) -> EmbeddingRule | None:
+        """SGLang's server overwrites an EAGLE-3 draft's embed_tokens with the target's (eagle_worker_v2.py:363
+        set_embed; models/llama.py:910-918) unless target_hidden_size != hidden_size: a draft embedding that differs
+        is lost."""
+        if not (spec.is_eagle3 and "embed_tokens.weight" in canonical and spec.target_hidden_size == spec.hidden_size):
+            return None
+        return EmbeddingRule(
+            check="the draft's embed_tokens equals the target's on sampled rows (SGLang replaces a draft's embedding "
+                  "with the target's; a difference is refused)",
+            refusal="This EAGLE-3 head ships its own embed_tokens, which differs from the target's ({difference}), "
+                    "and SGLang 0.5.23 replaces a draft's embedding with the target's when their widths match "
+                    "(eagle_worker_v2.py:363 set_embed), so it would run a different head.",
+            hint="Use --to vllm or --to speculators (vLLM keeps a draft embedding that differs from the target's).")
 
     def dropped_reasons(self, spec: DraftSpec) -> dict[str, str]:
         if spec.kind == EAGLE1:
@@ -85,9 +103,3 @@ class SGLang(Layout):
                 f"--speculative-draft-model-path {shlex.quote(ctx.out_label)} --speculative-num-steps {ctx.num_speculative_tokens} "
                 f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {ctx.num_speculative_tokens + 1}")
 
-
-def replaces_draft_embedding(layout: str, spec: DraftSpec, canonical: frozenset[str]) -> bool:
-    """SGLang's server overwrites an EAGLE-3 draft's embed_tokens with the target's (eagle_worker_v2.py:363 set_embed;
-    models/llama.py:910-918) unless target_hidden_size != hidden_size: a draft embedding that differs is lost."""
-    return (layout == "sglang" and spec.is_eagle3 and "embed_tokens.weight" in canonical
-            and spec.target_hidden_size == spec.hidden_size)

@@ -16,6 +16,8 @@ class Speculators(Layout):
     name = "speculators"
     summary = "speculators `eagle3` config (`speculators_config`, full `transformer_layer_config`, verifier)"
     engine = "vLLM >= 0.10 (`vllm serve DRAFT`), speculators"
+    served_by = ("vllm",)
+    output_order = 20
     detect_priority = 20
     kinds = (EAGLE3,)
 

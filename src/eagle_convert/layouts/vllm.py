@@ -19,6 +19,8 @@ class VllmV1(Layout):
     name = "vllm"
     summary = "vLLM V1 `method: eagle` (EAGLE-1) / `method: eagle3` (EAGLE-3): raw config, `layers.0.*`, no fc bias"
     engine = "vLLM >= 0.8 (V1 engine)"
+    served_by = ("vllm",)
+    output_order = 10
     detect_priority = 60
     kinds = (EAGLE1, EAGLE3)
 

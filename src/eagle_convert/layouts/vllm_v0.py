@@ -17,6 +17,7 @@ class VllmV0(Layout):
     engine = "vLLM 0.6-0.9 (V0 engine)"
     note = ("vLLM >= 0.10 refuses the vllm-v0 layout (its V1 engine does not load the spliced lm_head.weight): for "
             "current vLLM convert with --to vllm, or --to speculators for an EAGLE-3 head")
+    output_order = 40
     detect_priority = 10
     kinds = (EAGLE1,)
 
