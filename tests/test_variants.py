@@ -384,6 +384,34 @@ def test_sglang_refuses_a_draft_embedding_it_would_replace(built, tmp_path):
     assert (tmp_path / "out-copy" / "config.json").exists()
 
 
+def test_dry_run_says_it_will_check_an_embedding_sglang_would_replace(built, tmp_path):
+    """The dry run reads no embedding rows, so it cannot know the head will be refused for --to sglang: it says the
+    check is still to come (result, human output and --json), instead of printing a clean plan."""
+    from click.testing import CliRunner
+    from safetensors.torch import load_file, save_file
+
+    from eagle_convert.cli import main
+    root, _, _ = built
+    head = tmp_path / "own"
+    head.mkdir()
+    tensors = load_file(root / "base" / "model.safetensors")
+    tensors["embed_tokens.weight"] = torch.randn(256, 64)
+    save_file(tensors, head / "model.safetensors")
+    (head / "config.json").write_text((root / "base" / "config.json").read_text())
+    args = ["convert", str(head), "-t", str(root / "target"), "--dry-run"]
+    human = CliRunner().invoke(main, args + ["--to", "sglang"])
+    assert human.exit_code == 0, human.output
+    assert "will check: the draft's embed_tokens equals the target's on sampled rows (SGLang replaces" in human.output
+    as_json = CliRunner().invoke(main, args + ["--to", "sglang", "--json"])
+    assert json.loads(as_json.output)["will_check"] == [
+        "the draft's embed_tokens equals the target's on sampled rows (SGLang replaces a draft's embedding with the "
+        "target's; a difference is refused)"]
+    with pytest.raises(errors.UnsupportedConversionError, match="replaces a draft's embedding"):  # what it said
+        eagle_convert.convert(str(head), str(root / "target"), tmp_path / "out", to="sglang")
+    vllm = CliRunner().invoke(main, args + ["--to", "vllm", "--json"])  # negative control: vLLM keeps the embedding
+    assert json.loads(vllm.output)["will_check"] == []
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_bench_runs_each_variant_and_its_conversion_alike(built, name, tmp_path):
     """The whole bench (target, aux states, draft/verify loop) runs every variant, and the converted head gives the

@@ -162,6 +162,7 @@ def _human_convert(result) -> str:
                       for r in t.reads()]
     read = plan.bytes_read()
     lines.append(f"tensor bytes to read: draft {read['draft']:,}, target {read['target']:,}")
+    lines += [f"will check: {check}" for check in result.will_check]
     for role, fetch in (result.fetch or {}).items():
         lines.append(f"{role} {fetch['repo_id']}@{fetch['commit_sha'][:12]}: {fetch['bytes_to_fetch']:,} bytes to fetch "
                      f"(planning fetched {sum(fetch['fetched_to_plan'].values()):,})")

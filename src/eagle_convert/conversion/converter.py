@@ -53,6 +53,7 @@ class ConversionResult:
     lm_head_from: InputRef | None = None  # where the target's LM head and embedding were read, when not the target
     nonfinite: dict[str, int] = field(default_factory=dict)  # --allow-nonfinite: NaN/Inf written, per tensor
     notes: list[str] = field(default_factory=list)  # about the output folder (a killed run's staging folder removed)
+    will_check: list[str] = field(default_factory=list)  # dry run: checks the real run makes on data not read yet
 
     def to_dict(self) -> dict:
         return {
@@ -69,6 +70,7 @@ class ConversionResult:
             "embedding_check": self.embedding_check,
             "nonfinite": self.nonfinite,
             "fetch": self.fetch,
+            **({"will_check": self.will_check} if self.out is None else {}),
             **self.plan.to_dict(),
         }
 
@@ -136,11 +138,16 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     _check_vocab_map(head)
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None,
                               lm_head_from=weights_in)
+    rule = get_layout(to).embedding_rule(head.spec, frozenset(head.tensors))
+    always = check_embedding or rule is not None
     if dry_run:
         result.fetch = fetch_plan(plan, {"draft": draft_in, "target": weights_in or target_in})
+        if compares_embeddings(head, target_info, plan, always):  # the rows are read by the real run only
+            result.will_check.append(rule.check if rule else
+                                     f"the draft's embed_tokens against the target's on up to {EMBED_SAMPLE_ROWS} "
+                                     "sampled rows (a difference is a warning)")
         return result
-    rule = get_layout(to).embedding_rule(head.spec, frozenset(head.tensors))
-    result.embedding_check = compare_embeddings(head, target_info, plan, always=check_embedding or rule is not None)
+    result.embedding_check = compare_embeddings(head, target_info, plan, always=always)
     if rule and result.embedding_check and result.embedding_check["equal"] is False:
         check = result.embedding_check
         difference = check.get("message") or "max |diff| %g on %d sampled rows" % (check["max_abs_diff"],
@@ -160,6 +167,19 @@ def _check_vocab_map(head: DraftHead) -> None:
                     head.spec.vocab_size, ckpt.label)
 
 
+def _target_files_read(plan: Plan) -> set[str]:
+    return {leaf.file for t in plan.tensors for src in t.sources if src.origin == "target" for leaf in src.ref.leaves()}
+
+
+def compares_embeddings(head: DraftHead, target: TargetInfo, plan: Plan, always: bool = False) -> bool:
+    """Whether `compare_embeddings` will read and compare rows (what a dry run lists as "will check")."""
+    if "embed_tokens.weight" not in head.tensors or not target.checkpoint.has(target.embed_name):
+        return False
+    if not always and target.checkpoint.file_of(target.embed_name) not in _target_files_read(plan):
+        return False
+    return not target.embedding_weight().quantized
+
+
 def compare_embeddings(head: DraftHead, target: TargetInfo, plan: Plan, always: bool = False) -> dict | None:
     """When the draft carries its own embedding copy, spot-check it against the target's on evenly spaced rows.
 
@@ -168,10 +188,8 @@ def compare_embeddings(head: DraftHead, target: TargetInfo, plan: Plan, always: 
     ref = head.tensors.get("embed_tokens.weight")
     if ref is None or not target.checkpoint.has(target.embed_name):
         return None
-    files_read = {leaf.file for t in plan.tensors for src in t.sources if src.origin == "target"
-                  for leaf in src.ref.leaves()}
     embed_file = target.checkpoint.file_of(target.embed_name)
-    if not always and embed_file not in files_read:
+    if not always and embed_file not in _target_files_read(plan):
         return {"rows_compared": 0, "max_abs_diff": None, "equal": None,
                 "message": f"the draft's embed_tokens was not compared with the target's: it is in {embed_file}, which "
                            "the conversion does not otherwise read (pass --check-embedding to compare)"}
