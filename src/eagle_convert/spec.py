@@ -36,7 +36,7 @@ DEFAULT_ROPE_THETA = 10000.0
 
 @dataclass(frozen=True)
 class DraftSpec:
-    kind: str  # EAGLE1 or EAGLE3
+    kind: str  # EAGLE1 or EAGLE3: a key of kinds.KINDS
     hidden_size: int
     num_attention_heads: int
     num_key_value_heads: int
@@ -70,6 +70,13 @@ class DraftSpec:
     flag_sources: dict = field(default_factory=dict, compare=False)  # EAGLE-3 flag -> where it was read from
 
     @property
+    def head_kind(self):
+        """What this kind of head is (kinds.py): asked instead of comparing kind names."""
+        from .kinds import KINDS  # kinds.py builds on this module
+
+        return KINDS[self.kind]
+
+    @property
     def is_eagle3(self) -> bool:
         return self.kind == EAGLE3
 
@@ -80,8 +87,8 @@ class DraftSpec:
     @property
     def variant(self) -> str:
         """A name for the head: EAGLE-1, EAGLE-3, or EAGLE-3 / EAGLE 3.1 with its non-default flags."""
-        if not self.is_eagle3:
-            return "EAGLE-1"
+        if not self.head_kind.aux_states:  # EAGLE-3's variants are told apart by flags; other kinds have none
+            return self.head_kind.title
         base = "EAGLE 3.1" if self.fc_norm or self.norm_output else "EAGLE-3"
         flags = [name for name, on in (
             ("norm_before_fc", self.norm_before_fc), ("fc_norm", self.fc_norm), ("norm_output", self.norm_output),

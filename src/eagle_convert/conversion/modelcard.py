@@ -20,7 +20,7 @@ def model_card(plan, result) -> str:
         "",
         f"- dtype: {plan.dtype_name}; hidden size {spec.hidden_size}; vocab {spec.vocab_size}"
         + (f"; draft vocab {spec.draft_vocab_size}; aux layers {list(spec.aux_layer_ids or ())} (inputs of those "
-           f"target layers); variant: {spec.variant}" if spec.is_eagle3 else ""),
+           f"target layers); variant: {spec.variant}" if spec.head_kind.aux_states else ""),
         f"- RoPE: the draft's own (rope_theta {spec.rope_theta:g}); position limit raised to the target's",
     ]
     lines += [f"- dropped `{n}`: {r}" for n, r in plan.dropped]

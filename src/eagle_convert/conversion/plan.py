@@ -15,7 +15,7 @@ from ..errors import UnsupportedConversionError
 from ..layouts import OutputContext, get_layout
 from ..layouts.base import DerivedTensor
 from ..checkpoint.ranks.shards import Gathered
-from ..spec import EAGLE1, DraftSpec
+from ..spec import DraftSpec
 from ..targets.read import DTYPE_NAMES, TargetInfo
 from ..targets.quant import StoredWeight
 
@@ -136,11 +136,11 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
 
     roles = dict(layout.output_names(spec, canonical))  # output name -> canonical role (or a derived marker)
     fold = False
-    if spec.kind == EAGLE1 and spec.fc_bias and "fc.bias" not in roles.values():
+    if spec.head_kind.fc_bias_foldable and spec.fc_bias and "fc.bias" not in roles.values():
         if fc_bias == "error":
             raise UnsupportedConversionError(
-                f"This EAGLE-1 head has an fc bias, which the {to} layout cannot express (vLLM V1 drops it silently and "
-                "acceptance falls).",
+                f"This {spec.head_kind.title} head has an fc bias, which the {to} layout cannot express (vLLM V1 drops it "
+                "silently and acceptance falls).",
                 "Re-run with --fc-bias fold (exact: moves the bias into a draft-specific embedding, E' = E + W_e^-1 b, "
                 "and reports the error), --fc-bias drop (lossy), or write --to vllm-v0 / --to sglang, which keep the bias.")
         if fc_bias == "drop":
@@ -195,7 +195,7 @@ def _planned(name: str, role: str, head: DraftHead, target: TargetInfo, out_dtyp
                  else Source("target", target.embedding()))
         sources = (embed, Source("draft", head.tensors["fc.weight"]), Source("draft", head.tensors["fc.bias"]))
         return PlannedTensor(name, "embed_tokens.weight", "derived", sources, out_dtype, embed.ref.shape, derive=FOLD)
-    if role == "lm_head.weight" and (spec.kind == EAGLE1 or spec.lm_head_from_target):
+    if role == "lm_head.weight" and (spec.head_kind.target_lm_head or spec.lm_head_from_target):
         # EAGLE-1: always the target's; EAGLE-3 with draft_vocab_size null: the target's, written into the head
         return _from_target(name, role, target.lm_head_weight(), out_dtype)
     if role in head.tensors:

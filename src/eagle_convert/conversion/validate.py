@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import LayoutError, ShapeMismatchError
-from ..spec import EAGLE1, DraftSpec
+from ..spec import DraftSpec
 from ..targets.read import TargetInfo
 
 
@@ -15,9 +15,10 @@ COUNT_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 
 def check_sizes(spec: DraftSpec, hidden_size: int, vocab_size: int, label: str) -> None:
     """The draft's input width and vocabulary against a target's (from its config, or a model already loaded)."""
-    feature = spec.hidden_size if spec.kind == EAGLE1 else spec.target_hidden_size
+    aux = spec.head_kind.aux_states  # fed aux states through fc; otherwise the target's last hidden state
+    feature = spec.target_hidden_size if aux else spec.hidden_size
     if feature != hidden_size:
-        what = ("hidden size" if spec.kind == EAGLE1 else f"fc input ({spec.num_aux_states} x target hidden)"
+        what = ("hidden size" if not aux else f"fc input ({spec.num_aux_states} x target hidden)"
                 if spec.use_aux_hidden_state else "input (the target's last hidden state)")
         raise ShapeMismatchError(
             f"The draft's {what} expects target hidden size {feature}, but {label} has {hidden_size}.",
@@ -31,16 +32,15 @@ def check_sizes(spec: DraftSpec, hidden_size: int, vocab_size: int, label: str) 
 def check_pair(spec: DraftSpec, target: TargetInfo) -> None:
     label = target.checkpoint.label
     check_sizes(spec, target.hidden_size, target.vocab_size, label)
-    if spec.kind == EAGLE1:
+    if spec.head_kind.target_lm_head:
         lm = target.lm_head()
         if lm.shape != (target.vocab_size, spec.hidden_size):
             raise ShapeMismatchError(f"The target's LM head {lm.name} is {list(lm.shape)}, expected "
                                      f"[{target.vocab_size}, {spec.hidden_size}].", "The target checkpoint is inconsistent.")
-        return
-    if spec.draft_vocab_size > spec.vocab_size:
+    if spec.head_kind.vocab_map and spec.draft_vocab_size > spec.vocab_size:
         raise ShapeMismatchError(f"draft_vocab_size {spec.draft_vocab_size} exceeds the target vocabulary "
                                  f"{spec.vocab_size}.", "The head does not belong to this target.")
-    if not spec.use_aux_hidden_state:
+    if not spec.head_kind.aux_states or not spec.use_aux_hidden_state:
         return  # fed the target's last hidden state: no aux layers to check
     if spec.aux_layer_ids is None:
         raise LayoutError("The EAGLE-3 head does not say which target layers feed it.", "Pass the target config.")

@@ -11,6 +11,7 @@ from ..layouts import CANONICAL_NAMES, Layout, detect_layout
 from ..layouts.base import matches_any
 from ..layouts.modelopt import modelopt_refusal
 from .variants import detect_eagle3, mla_refusal
+from ..kinds import KINDS
 from ..spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec
 
 
@@ -97,9 +98,17 @@ def _shape(tensors: dict[str, TensorRef], name: str) -> tuple[int, ...] | None:
 
 
 def _build_spec(kind, cfg, tensors, target_config, notes, label, nested_aux_offset=0) -> DraftSpec:
+    head_kind = KINDS[kind]
+    for name in head_kind.required_tensors:
+        if name not in tensors:
+            raise LayoutError(f"{label} has no {name}.", "This is not an EAGLE draft head; check the path.")
+    common = _common_fields(cfg, notes, label)
+    return head_kind.build_spec(cfg, tensors, common, target_config, notes, label, nested_aux_offset)
+
+
+def _common_fields(cfg, notes, label) -> dict:
+    """The DraftSpec fields every kind reads the same way from its config (notes say what was defaulted)."""
     where = label
-    if kind == EAGLE1 and "fc.weight" not in tensors:
-        raise LayoutError(f"{label} has no fc.weight.", "This is not an EAGLE draft head; check the path.")
     hidden = int(_require(cfg, "hidden_size", where))
     heads = int(_require(cfg, "num_attention_heads", where))
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
@@ -110,33 +119,41 @@ def _build_spec(kind, cfg, tensors, target_config, notes, label, nested_aux_offs
                      "and transformers' default, and writing it explicitly")
     if "rms_norm_eps" not in cfg:
         notes.append("the draft config has no rms_norm_eps: using transformers' Llama default 1e-6")
-    layer_ids = {int(m.group(1)) for n in tensors if (m := re.match(r"layers\.(\d+)\.", n))}
-    if kind == EAGLE1 and int(cfg.get("num_hidden_layers", 1)) != max(len(layer_ids), 1):
-        notes.append(f"config says num_hidden_layers={cfg.get('num_hidden_layers')} but the tensors hold "
-                     f"{len(layer_ids)} layer; using {len(layer_ids)} (the tensors win)")
     vocab = int(_require(cfg, "vocab_size", where))
-    common = dict(
+    return dict(
         hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv_heads, head_dim=head_dim,
         intermediate_size=int(_require(cfg, "intermediate_size", where)),
         rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), rope_theta=theta, rope_scaling=scaling,
         vocab_size=vocab, max_position_embeddings=int(cfg.get("max_position_embeddings") or 2048),
         hidden_act=cfg.get("hidden_act", "silu"), extra=dict(cfg),
     )
-    if kind == EAGLE1:
-        fc_shape = tensors["fc.weight"].shape
-        if fc_shape != (hidden, 2 * hidden):
-            raise ShapeMismatchError(f"{label}: fc.weight is {list(fc_shape)}, expected [{hidden}, {2 * hidden}] "
-                                     "(hidden, [embedding ; feature]).", "The head does not match its own config.")
-        has_bias = "fc.bias" in tensors
-        flag = cfg.get("bias", True)  # SafeAILab: absent means true
-        if bool(flag) != has_bias:
-            notes.append(f"config says bias={cfg.get('bias')!r} but fc.bias is {'present' if has_bias else 'absent'}; "
-                         "following the tensors")
-        qkv = any(f"layers.0.self_attn.{p}_proj.bias" in tensors for p in "qkv")
-        qwen = qkv or cfg.get("model_type") == "qwen2"
-        return DraftSpec(kind=EAGLE1, fc_bias=has_bias, qkv_bias=qkv, base_model_type="qwen2" if qwen else "llama",
-                         **common)
-    # EAGLE-3
+
+
+def eagle1_spec(cfg, tensors, common, target_config, notes, label, nested_aux_offset=0) -> DraftSpec:
+    """An EAGLE-1 head: fc over [embedding ; feature], an optional fc bias (SafeAILab's `bias`), Qwen2 q/k/v biases."""
+    hidden = common["hidden_size"]
+    layer_ids = {int(m.group(1)) for n in tensors if (m := re.match(r"layers\.(\d+)\.", n))}
+    if int(cfg.get("num_hidden_layers", 1)) != max(len(layer_ids), 1):
+        notes.append(f"config says num_hidden_layers={cfg.get('num_hidden_layers')} but the tensors hold "
+                     f"{len(layer_ids)} layer; using {len(layer_ids)} (the tensors win)")
+    fc_shape = tensors["fc.weight"].shape
+    if fc_shape != (hidden, 2 * hidden):
+        raise ShapeMismatchError(f"{label}: fc.weight is {list(fc_shape)}, expected [{hidden}, {2 * hidden}] "
+                                 "(hidden, [embedding ; feature]).", "The head does not match its own config.")
+    has_bias = "fc.bias" in tensors
+    flag = cfg.get("bias", True)  # SafeAILab: absent means true
+    if bool(flag) != has_bias:
+        notes.append(f"config says bias={cfg.get('bias')!r} but fc.bias is {'present' if has_bias else 'absent'}; "
+                     "following the tensors")
+    qkv = any(f"layers.0.self_attn.{p}_proj.bias" in tensors for p in "qkv")
+    qwen = qkv or cfg.get("model_type") == "qwen2"
+    return DraftSpec(kind=EAGLE1, fc_bias=has_bias, qkv_bias=qkv, base_model_type="qwen2" if qwen else "llama",
+                     **common)
+
+
+def eagle3_spec(cfg, tensors, common, target_config, notes, label, nested_aux_offset=0) -> DraftSpec:
+    """An EAGLE-3 head: its variant read from the tensors (variants.py), its own LM head and d2t, or the target's."""
+    hidden, vocab = common["hidden_size"], common["vocab_size"]
     variant = detect_eagle3(cfg, {n: tuple(r.shape) for n, r in tensors.items()}, hidden=hidden,
                             target_config=target_config, label=label, nested_aux_offset=nested_aux_offset)
     notes += variant.notes

@@ -10,7 +10,6 @@ from ..draft.load import DraftHead, load_draft
 from ..errors import EagleConvertError
 from ..layouts import LAYOUTS
 from ..checkpoint.open import open_input
-from ..spec import EAGLE1, EAGLE3
 from ..checkpoint.ranks.checkpoint import RankedCheckpoint
 from ..targets.read import TargetInfo, read_target
 from .target import describe_target, looks_like_target
@@ -92,12 +91,14 @@ def _target_report(report: InspectReport, ckpt) -> InspectReport:
 
 def variant_flags(spec) -> dict:
     """Each EAGLE-3 flag with its value and where it was read from (the tensors, the config, or a default)."""
+    if not spec.head_kind.aux_states:  # only a kind fed aux states comes in variants
+        return {}
     values = {"norm_before_fc": spec.norm_before_fc, "fc_norm": spec.fc_norm, "norm_output": spec.norm_output,
               "norm_before_residual": spec.norm_before_residual, "use_aux_hidden_state": spec.use_aux_hidden_state,
               "num_aux_states": spec.num_aux_states, "aux_layer_ids": list(spec.aux_layer_ids or ()),
               "num_layers": spec.num_layers, "qk_norm": spec.qk_norm,
               "lm_head": "target" if spec.lm_head_from_target else "draft"}
-    return {k: {"value": v, "source": spec.flag_sources.get(k, "")} for k, v in values.items()} if spec.is_eagle3 else {}
+    return {k: {"value": v, "source": spec.flag_sources.get(k, "")} for k, v in values.items()}
 
 
 def _ranked_report(path: str, ckpt: RankedCheckpoint, notes: list[str]) -> InspectReport:
@@ -115,8 +116,9 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
     spec, cfg, names = head.spec, head.checkpoint.config, set(head.tensors)
     out: list[Problem] = []
     convert_hint = "eagle-convert convert DRAFT --target TARGET -o OUT --to LAYOUT"
-    if spec.kind == EAGLE1 and "lm_head.weight" not in names and not _shares_target_lm_head(head.layout, spec):
-        out.append(Problem("No LM head: an EAGLE-1 head uses its target's.", _lm_head_fix(head)))
+    if (spec.head_kind.target_lm_head and "lm_head.weight" not in names
+            and not _shares_target_lm_head(head.layout, spec)):
+        out.append(Problem(f"No LM head: an {spec.head_kind.title} head uses its target's.", _lm_head_fix(head)))
     if "bias" in cfg:
         out.append(Problem(f"SafeAILab config key bias={cfg['bias']!r} (the fc bias flag): vLLM reads it as attention "
                            "bias and, when true, creates q/k/v/o biases that are never loaded.",
@@ -134,7 +136,7 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
                            "convert --dtype auto writes the target's dtype."))
     if head.checkpoint.weight_format == "bin":
         out.append(Problem("Pickle (.bin) weights: engines prefer safetensors.", "convert writes safetensors only."))
-    if spec.kind == EAGLE3 and "d2t" not in names and spec.draft_vocab_size < spec.vocab_size:
+    if spec.head_kind.vocab_map and "d2t" not in names and spec.draft_vocab_size < spec.vocab_size:
         out.append(Problem("No d2t: draft ids would be read as target ids.", "Use an export that includes d2t."))
     if spec.norm_before_residual:
         out.append(Problem("norm_before_residual: true (residual taken after hidden_norm): released EAGLE-3 heads take "
@@ -142,7 +144,7 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
                            "explicitly; `bench` runs it as vLLM would, so compare it with the released head "
                            "(`bench --reference-draft`)."))
     if target:
-        feature = spec.hidden_size if spec.kind == EAGLE1 else spec.target_hidden_size
+        feature = spec.target_hidden_size if spec.head_kind.aux_states else spec.hidden_size
         if feature != target.hidden_size:
             out.append(Problem(f"Hidden size mismatch: the head expects {feature}, the target has {target.hidden_size}.",
                                "Use the target this head was trained for."))

@@ -6,48 +6,15 @@ Output side: `refusal` + `output_config` + `output_names` + `serve_command`. Eve
 from __future__ import annotations
 
 import fnmatch
-import re
 import json
 import shlex
 from dataclasses import dataclass
 
-from ..spec import EAGLE1, EAGLE3, DraftSpec
+from ..kinds import EAGLE1_NAMES, EAGLE3_BASE_NAMES, EAGLE3_NAMES, KINDS, LAYER  # noqa: F401  (re-exported)
+from ..spec import DraftSpec
 
-# Canonical tensor names (spec.py explains them), per head kind. Anything else in a draft is unexpected.
-LAYER = "layers.0."
-EAGLE1_NAMES = frozenset(
-    ["fc.weight", "fc.bias", "embed_tokens.weight", "lm_head.weight",
-     LAYER + "post_attention_layernorm.weight"]
-    + [f"{LAYER}self_attn.{p}_proj.weight" for p in "qkvo"]
-    + [f"{LAYER}self_attn.{p}_proj.bias" for p in "qkv"]
-    + [f"{LAYER}mlp.{p}_proj.weight" for p in ("gate", "up", "down")]
-)
-EAGLE3_BASE_NAMES = frozenset(
-    ["fc.weight", "embed_tokens.weight", "lm_head.weight", "norm.weight", "d2t", "t2d"]
-    + [f"{LAYER}{n}.weight" for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm")]
-    + [f"{LAYER}self_attn.{p}_proj.weight" for p in "qkvo"]
-    + [f"{LAYER}mlp.{p}_proj.weight" for p in ("gate", "up", "down")]
-)
-
-
-class _Eagle3Names:
-    """EAGLE-3 canonical names, variants included: `input_norm.weight` (norm_before_fc), `fc_norm.{i}.weight`
-    (EAGLE 3.1), `layers.{n}.*` (multi-layer; only layer 0 has hidden_norm, as in vLLM), q_norm/k_norm (Qwen3)."""
-
-    _LAYER = re.compile(r"layers\.(\d+)\.(self_attn\.[qkvo]_proj\.weight|self_attn\.[qk]_norm\.weight|"
-                        r"mlp\.(gate|up|down)_proj\.weight|(input_layernorm|post_attention_layernorm|hidden_norm)\.weight)")
-
-    def __contains__(self, name: str) -> bool:
-        if name in EAGLE3_BASE_NAMES or name in ("input_norm.weight", "fc.bias") or re.fullmatch(r"fc_norm\.\d+\.weight", name):
-            return True
-        m = self._LAYER.fullmatch(name)
-        return bool(m) and not (m.group(1) != "0" and m.group(4) == "hidden_norm")
-
-
-EAGLE3_NAMES = _Eagle3Names()
-CANONICAL_NAMES = {EAGLE1: EAGLE1_NAMES, EAGLE3: EAGLE3_NAMES}
-
-METHOD = {EAGLE1: "eagle", EAGLE3: "eagle3"}  # vLLM's --speculative-config method names
+# Canonical tensor names live with their head kind (kinds.py); these names stay for the layouts that use them.
+CANONICAL_NAMES = {kind.name: kind.canonical_names for kind in KINDS.values()}
 
 
 @dataclass(frozen=True)
@@ -143,7 +110,7 @@ class Layout:
         return None
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
-        config = {"method": METHOD[spec.kind], "model": ctx.out_label,
+        config = {"method": spec.head_kind.vllm_method, "model": ctx.out_label,
                   "num_speculative_tokens": ctx.num_speculative_tokens}
         return f"vllm serve {shlex.quote(ctx.target_label)} --speculative-config {shlex.quote(json.dumps(config))}"
 
@@ -170,7 +137,7 @@ def base_inner_config(spec: DraftSpec, ctx: OutputContext, *, architecture: str,
         num_attention_heads=spec.num_attention_heads,
         num_key_value_heads=spec.num_key_value_heads,
         head_dim=spec.head_dim,
-        num_hidden_layers=spec.num_layers if spec.kind == EAGLE3 else 1,
+        num_hidden_layers=spec.num_layers,  # 1 for an EAGLE-1 head
         rms_norm_eps=spec.rms_norm_eps,
         hidden_act=spec.hidden_act,
         rope_theta=spec.rope_theta,
@@ -185,7 +152,7 @@ def base_inner_config(spec: DraftSpec, ctx: OutputContext, *, architecture: str,
         cfg["attention_bias"] = False  # explicit: no o_proj bias, and no q/k/v bias unless qkv_bias says so
         if spec.qkv_bias:  # vLLM's Llama layer takes q/k/v bias from `qkv_bias`, o_proj bias from `attention_bias`
             cfg["qkv_bias"] = True
-    if spec.kind == EAGLE3:
+    if spec.head_kind.aux_states:
         cfg.update(eagle3_fields(spec), eagle_config=eagle3_nested(spec))
     return cfg
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import LayoutError
+from ..kinds import KINDS
 
 LAYOUTS: dict[str, "Layout"] = {}  # noqa: F821  (filled by @register, in detection order)
 
@@ -47,6 +48,6 @@ def markdown_table() -> str:
     rows = ["| layout | read | write | heads | loaded by | what it is |", "|---|---|---|---|---|---|"]
     for layout in sorted(LAYOUTS.values(), key=lambda layout: (layout.writable, layout.detect_priority)):
         rows.append(f"| `{layout.name}` | {'yes' if layout.readable else 'no'} | {'yes' if layout.writable else 'no'} | "
-                    f"{', '.join(k.upper().replace('EAGLE', 'EAGLE-') for k in layout.kinds)} | {layout.engine} | "
+                    f"{', '.join(KINDS[k].title for k in layout.kinds)} | {layout.engine} | "
                     f"{layout.summary} |")
     return "\n".join(rows)

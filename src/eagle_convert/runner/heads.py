@@ -224,14 +224,14 @@ class Eagle3Head(DraftHead):
 def build_draft_head(spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
                      target_lm_head: torch.Tensor, dtype=torch.float32, device="cpu") -> DraftHead:
     """`get_tensor` reads canonical names and must raise KeyError for a tensor the checkpoint lacks."""
-    head_class = Eagle3Head if spec.is_eagle3 else Eagle1Head
+    head_class = spec.head_kind.head_class()  # kinds.py names each kind's head class
     return head_class(spec, get_tensor, target_embedding=target_embedding, target_lm_head=target_lm_head,
                       dtype=dtype, device=device)
 
 
 def aux_layer_ids_for(spec: DraftSpec, num_target_layers: int) -> tuple[int, ...]:
     """The target layers whose inputs the head reads: none for EAGLE-1; the spec's ids or (2, L//2, L-3) for EAGLE-3."""
-    if not spec.is_eagle3 or not spec.use_aux_hidden_state:
+    if not spec.head_kind.aux_states or not spec.use_aux_hidden_state:
         return ()
     ids = tuple(spec.aux_layer_ids) if spec.aux_layer_ids else default_aux_layer_ids(num_target_layers)
     if any(not 0 <= i < num_target_layers for i in ids) or len(set(ids)) < len(ids):

@@ -1,0 +1,28 @@
+"""The head-kind table (kinds.py): every kind names modules that exist, and every layout holds kinds of the table."""
+
+from __future__ import annotations
+
+import pytest
+
+from eagle_convert.kinds import KINDS, _resolve
+from eagle_convert.layouts import CANONICAL_NAMES, LAYOUTS
+from eagle_convert.layouts.registry import output_layouts_for
+from eagle_convert.runner.heads import DraftHead, Eagle1Head, Eagle3Head
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_each_kind_names_its_builder_and_runner_head(name):
+    kind = KINDS[name]
+    assert kind.name == name
+    assert issubclass(kind.head_class(), DraftHead)
+    assert callable(_resolve(kind.spec_builder))
+    assert output_layouts_for(name), f"no layout writes {name} heads"
+    assert CANONICAL_NAMES[name] is kind.canonical_names  # the layouts read the kind's names, not a copy
+
+
+def test_the_runner_head_follows_the_kind():
+    assert (KINDS["eagle1"].head_class(), KINDS["eagle3"].head_class()) == (Eagle1Head, Eagle3Head)
+
+
+def test_every_layout_holds_kinds_of_the_table():
+    assert {kind for layout in LAYOUTS.values() for kind in layout.kinds} == set(KINDS)
