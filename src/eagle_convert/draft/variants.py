@@ -89,6 +89,21 @@ def detect_eagle3(cfg: dict, shapes: dict[str, tuple[int, ...]], *, hidden: int,
     sources: dict[str, str] = {}
     notes: list[str] = []
     target_cfg = target_config or {}
+    _refuse_unread_norm_switches(cfg, label)
+    norm_before_fc, fc_norms, norm_output, residual = _norm_flags(cfg, shapes, label, sources, notes)
+    fc_norm = bool(fc_norms)  # the tensors decide (_norm_flags refused a config that says otherwise)
+    num_aux, target_hidden, aux_ids = _aux_states(cfg, shapes, hidden=hidden, target_cfg=target_cfg, label=label,
+                                                  nested_aux_offset=nested_aux_offset, sources=sources, notes=notes)
+    _check_aux_norms(shapes, fc_norms, norm_before_fc, num_aux, target_hidden, label)
+    layer_ids = _layers(cfg, shapes, label, sources, notes)
+    qk_norm = _qk_norm(cfg, shapes, layer_ids, label, sources)
+    return Eagle3Variant(num_aux_states=num_aux, target_hidden_size=int(target_hidden), aux_layer_ids=aux_ids,
+                         norm_before_fc=norm_before_fc, fc_norm=fc_norm, norm_output=norm_output,
+                         norm_before_residual=bool(residual), num_layers=len(layer_ids), qk_norm=qk_norm,
+                         sources=sources, notes=notes)
+
+
+def _refuse_unread_norm_switches(cfg: dict, label: str) -> None:
     nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
     for key in UNREAD_NORM_SWITCHES:
         if nested.get(key) is False or cfg.get(key) is False:
@@ -97,6 +112,9 @@ def detect_eagle3(cfg: dict, shapes: dict[str, tuple[int, ...]], *, hidden: int,
                 "vLLM 0.32 nor SGLang 0.5.23 reads the switch (both always apply it), so they would run a different "
                 "head.", "eagle-convert cannot write this head for any engine; serve it with the tool that trained it.")
 
+
+def _norm_flags(cfg: dict, shapes: dict, label: str, sources: dict, notes: list) -> tuple:
+    """(norm_before_fc, the fc_norm indices, norm_output, norm_before_residual as stated): the norms around fc."""
     norm_before_fc = _flag_from_tensors(cfg, "norm_before_fc", "input_norm.weight" in shapes, "input_norm.weight",
                                         label, sources)
     fc_norms = sorted(int(m.group(1)) for n in shapes if (m := re.fullmatch(r"fc_norm\.(\d+)\.weight", n)))
@@ -109,8 +127,13 @@ def detect_eagle3(cfg: dict, shapes: dict[str, tuple[int, ...]], *, hidden: int,
                      "as vLLM does; set it if the head was trained with it")
     residual, where = _stated(cfg, "norm_before_residual", label)
     sources["norm_before_residual"] = where or "default false (the released EAGLE-3 residual)"
+    return norm_before_fc, fc_norms, norm_output, residual
 
-    # Aux states: fc input width / target hidden, or none at all (use_aux_hidden_state false: no fc).
+
+def _aux_states(cfg: dict, shapes: dict, *, hidden: int, target_cfg: dict, label: str, nested_aux_offset: int,
+                sources: dict, notes: list) -> tuple[int, int, tuple[int, ...] | None]:
+    """(num_aux_states, target_hidden_size, aux_layer_ids): fc input width / target hidden, or none at all
+    (use_aux_hidden_state false: no fc)."""
     use_aux, where_aux = _stated(cfg, "use_aux_hidden_state", label)
     has_fc = "fc.weight" in shapes
     if use_aux is not None and bool(use_aux) != has_fc:
@@ -136,51 +159,56 @@ def detect_eagle3(cfg: dict, shapes: dict[str, tuple[int, ...]], *, hidden: int,
             raise ShapeMismatchError(f"{label}: without fc the target's hidden state feeds the layer directly, but "
                                      f"{where_th}={target_hidden} != the draft's hidden_size {hidden}.",
                                      "This head cannot read that target.")
-        num_aux, target_hidden, aux_ids = 0, hidden, ()
         sources["num_aux_states"] = "0: tensors (no fc.weight)"
-    else:
-        fc_out, width = shapes["fc.weight"]
-        if fc_out != hidden:
-            raise ShapeMismatchError(f"{label}: fc.weight is {[fc_out, width]}, expected [{hidden}, n x target hidden].",
-                                     "The head does not match its own config.")
-        stated_n = [(int(count), where_count)] if count is not None else []
-        stated_n += [(len(ids), f"{where_ids} ({list(ids)})")] if ids else []
-        if len({n for n, _ in stated_n}) > 1:
-            (n1, w1), (n2, w2) = stated_n
-            raise LayoutError(f"{label}: {w1} says {n1} aux states but {w2} names {n2}.",
-                              "Make num_aux_hidden_states and the aux layer ids agree (fc.weight decides: "
-                              f"{width} inputs).")
-        target_width = int(target_cfg.get("hidden_size") or 0)
-        if target_hidden is None and stated_n and width % stated_n[0][0] == 0:
-            # the head's own config decides; check_pair compares it to the target
-            target_hidden, where_th = width // stated_n[0][0], f"fc width {width} / {stated_n[0][0]} aux states"
-        elif target_hidden is None and target_width and width % target_width == 0:
-            target_hidden, where_th = target_width, "the target's hidden_size"
-        elif target_hidden is None:
-            target_hidden, where_th = width // 3, f"fc width {width} / EAGLE-3's 3 aux states"
-        target_hidden = int(target_hidden)
-        if width % target_hidden:
-            raise ShapeMismatchError(f"{label}: fc.weight takes {width} inputs, not a multiple of the target hidden "
-                                     f"size {target_hidden} ({where_th}).", "Fix target_hidden_size in the draft config.")
-        num_aux = width // target_hidden
-        for n, where in stated_n:
-            if n != num_aux:
-                raise ShapeMismatchError(
-                    f"{label}: {where} says {n} aux states, but fc.weight takes {width} = {num_aux} x {target_hidden} "
-                    f"inputs ({where_th}).", "Make the config's aux layer ids / num_aux_hidden_states match fc.weight.")
-        sources["num_aux_states"] = f"{num_aux}: tensors (fc.weight width {width} / target hidden {target_hidden})"
-        aux_ids = tuple(int(i) for i in ids) if ids else None
-        layers = int(target_cfg.get("num_hidden_layers") or 0)
-        if aux_ids is None and layers and num_aux == 3:
-            aux_ids = default_aux_layer_ids(layers)
-            notes.append(f"aux layer ids not in the config: using the EAGLE-3 default {list(aux_ids)} (2, L//2, L-3 "
-                         f"for a {layers}-layer target), written explicitly")
-        elif aux_ids is None and num_aux != 3:
-            raise LayoutError(f"{label}: the head reads {num_aux} aux states, but its config does not say which "
-                              "target layers (there is a default for three only).",
-                              "Add eagle_aux_hidden_state_layer_ids to the draft config (the exporter's value).")
-        sources["aux_layer_ids"] = where_ids or "EAGLE-3 default (2, L//2, L-3)"
-    if fc_norm and fc_norms != list(range(num_aux)):
+        return 0, hidden, ()
+    fc_out, width = shapes["fc.weight"]
+    if fc_out != hidden:
+        raise ShapeMismatchError(f"{label}: fc.weight is {[fc_out, width]}, expected [{hidden}, n x target hidden].",
+                                 "The head does not match its own config.")
+    stated_n = [(int(count), where_count)] if count is not None else []
+    stated_n += [(len(ids), f"{where_ids} ({list(ids)})")] if ids else []
+    if len({n for n, _ in stated_n}) > 1:
+        (n1, w1), (n2, w2) = stated_n
+        raise LayoutError(f"{label}: {w1} says {n1} aux states but {w2} names {n2}.",
+                          "Make num_aux_hidden_states and the aux layer ids agree (fc.weight decides: "
+                          f"{width} inputs).")
+    target_width = int(target_cfg.get("hidden_size") or 0)
+    if target_hidden is None and stated_n and width % stated_n[0][0] == 0:
+        # the head's own config decides; check_pair compares it to the target
+        target_hidden, where_th = width // stated_n[0][0], f"fc width {width} / {stated_n[0][0]} aux states"
+    elif target_hidden is None and target_width and width % target_width == 0:
+        target_hidden, where_th = target_width, "the target's hidden_size"
+    elif target_hidden is None:
+        target_hidden, where_th = width // 3, f"fc width {width} / EAGLE-3's 3 aux states"
+    target_hidden = int(target_hidden)
+    if width % target_hidden:
+        raise ShapeMismatchError(f"{label}: fc.weight takes {width} inputs, not a multiple of the target hidden "
+                                 f"size {target_hidden} ({where_th}).", "Fix target_hidden_size in the draft config.")
+    num_aux = width // target_hidden
+    for n, where in stated_n:
+        if n != num_aux:
+            raise ShapeMismatchError(
+                f"{label}: {where} says {n} aux states, but fc.weight takes {width} = {num_aux} x {target_hidden} "
+                f"inputs ({where_th}).", "Make the config's aux layer ids / num_aux_hidden_states match fc.weight.")
+    sources["num_aux_states"] = f"{num_aux}: tensors (fc.weight width {width} / target hidden {target_hidden})"
+    aux_ids = tuple(int(i) for i in ids) if ids else None
+    layers = int(target_cfg.get("num_hidden_layers") or 0)
+    if aux_ids is None and layers and num_aux == 3:
+        aux_ids = default_aux_layer_ids(layers)
+        notes.append(f"aux layer ids not in the config: using the EAGLE-3 default {list(aux_ids)} (2, L//2, L-3 "
+                     f"for a {layers}-layer target), written explicitly")
+    elif aux_ids is None and num_aux != 3:
+        raise LayoutError(f"{label}: the head reads {num_aux} aux states, but its config does not say which "
+                          "target layers (there is a default for three only).",
+                          "Add eagle_aux_hidden_state_layer_ids to the draft config (the exporter's value).")
+    sources["aux_layer_ids"] = where_ids or "EAGLE-3 default (2, L//2, L-3)"
+    return num_aux, target_hidden, aux_ids
+
+
+def _check_aux_norms(shapes: dict, fc_norms: list[int], norm_before_fc: bool, num_aux: int, target_hidden: int,
+                     label: str) -> None:
+    """The norms over the aux states match their count and width."""
+    if fc_norms and fc_norms != list(range(num_aux)):
         raise ShapeMismatchError(f"{label}: fc_norm tensors {fc_norms} do not match the {num_aux} aux states.",
                                  "The head is incomplete; re-export it.")
     if norm_before_fc and shapes["input_norm.weight"] != (num_aux * target_hidden,):
@@ -188,6 +216,9 @@ def detect_eagle3(cfg: dict, shapes: dict[str, tuple[int, ...]], *, hidden: int,
                                  f"[{num_aux * target_hidden}] (one norm over the concatenated aux states).",
                                  "The head is incomplete; re-export it.")
 
+
+def _layers(cfg: dict, shapes: dict, label: str, sources: dict, notes: list) -> list[int]:
+    """The decoder layers' indices, 0..n-1 (the tensors win over a num_hidden_layers copied from the target)."""
     layer_ids = sorted({int(m.group(1)) for n in shapes if (m := re.match(r"layers\.(\d+)\.", n))})
     if layer_ids != list(range(len(layer_ids))) or not layer_ids:
         raise LayoutError(f"{label}: decoder layers {layer_ids} are not numbered 0..n-1.", "Re-export the head.")
@@ -197,7 +228,11 @@ def detect_eagle3(cfg: dict, shapes: dict[str, tuple[int, ...]], *, hidden: int,
         notes.append(f"config says num_hidden_layers={stated_layers} (exporters copy the target's) but the tensors "
                      f"hold {num_layers} decoder layer(s); using {num_layers} (the tensors win)")
     sources["num_layers"] = f"{num_layers}: tensors (layers.0..{num_layers - 1})"
+    return layer_ids
 
+
+def _qk_norm(cfg: dict, shapes: dict, layer_ids: list[int], label: str, sources: dict) -> bool:
+    """A Qwen3 layer: q_norm and k_norm in every layer, and a config model_type that does not say otherwise."""
     q_norm = {i for i in layer_ids if f"layers.{i}.self_attn.q_norm.weight" in shapes}
     k_norm = {i for i in layer_ids if f"layers.{i}.self_attn.k_norm.weight" in shapes}
     if q_norm != k_norm or q_norm not in (set(), set(layer_ids)):
@@ -212,7 +247,4 @@ def detect_eagle3(cfg: dict, shapes: dict[str, tuple[int, ...]], *, hidden: int,
         raise LayoutError(f"{label}: the tensors have q_norm/k_norm (a Qwen3 layer) but config model_type="
                           f"{model_type!r}.", "Set model_type to 'qwen3' in the draft config.")
     sources["qk_norm"] = f"tensors (q_norm/k_norm {'present' if qk_norm else 'absent'})"
-    return Eagle3Variant(num_aux_states=num_aux, target_hidden_size=int(target_hidden), aux_layer_ids=aux_ids,
-                         norm_before_fc=norm_before_fc, fc_norm=fc_norm, norm_output=norm_output,
-                         norm_before_residual=bool(residual), num_layers=num_layers, qk_norm=qk_norm,
-                         sources=sources, notes=notes)
+    return qk_norm
