@@ -10,7 +10,6 @@ from pathlib import Path
 from ..draft.load import DraftHead, load_draft
 from ..checkpoint.open import open_input
 from ..layouts.registry import served_as_stored
-from ..spec import EAGLE3
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,7 @@ class EngineDraft:
 
 
 def method_of(head: DraftHead) -> str:
-    return "eagle3" if head.spec.kind == EAGLE3 else "eagle"
+    return head.spec.head_kind.vllm_method
 
 
 def prepare_draft(draft: str, target: str, workdir: Path, *, revision: str | None = None, token: str | None = None,
