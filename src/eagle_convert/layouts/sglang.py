@@ -20,7 +20,7 @@ def sglang_eagle3_name(canonical: str) -> str:
     m = re.fullmatch(r"layers\.([1-9]\d*)\.input_layernorm\.weight", canonical)
     if m:
         return f"layers.{m.group(1)}.hidden_norm.weight"
-    return rename_prefix(canonical, LAYER, "midlayer.")  # a derived tensor: explicit zeros for SGLang's always-present fc bias
+    return rename_prefix(canonical, LAYER, "midlayer.")
 
 
 @register
