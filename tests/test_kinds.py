@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eagle_convert.kinds import KINDS, _resolve
+from eagle_convert.kinds import KINDS, _resolve, kind_of
 from eagle_convert.layouts import CANONICAL_NAMES, LAYOUTS
 from eagle_convert.layouts.registry import output_layouts_for
 from eagle_convert.runner.heads import DraftHead, Eagle1Head, Eagle3Head
@@ -26,3 +26,11 @@ def test_the_runner_head_follows_the_kind():
 
 def test_every_layout_holds_kinds_of_the_table():
     assert {kind for layout in LAYOUTS.values() for kind in layout.kinds} == set(KINDS)
+
+
+def test_a_draft_is_of_the_kind_that_recognises_it():
+    assert [name for name, kind in KINDS.items() if kind.recognise is None] == ["eagle1"]  # one fallback kind
+    assert kind_of({}, frozenset({"midlayer.self_attn.q_proj.weight", "fc.weight"})) == "eagle3"
+    assert kind_of({"speculators_model_type": "eagle3"}, frozenset({"layers.0.mlp.up_proj.weight"})) == "eagle3"
+    assert kind_of({"architectures": ["LlamaForCausalLM"]}, frozenset({"fc.weight", "layers.0.mlp.up_proj.weight"})) \
+        == "eagle1"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 
 from .spec import EAGLE1, EAGLE3
@@ -60,12 +60,27 @@ class HeadKind:
     required_tensors: tuple[str, ...]  # a head without one of them is not a head of this kind
     spec_builder: str  # "module:function" (cfg, tensors, common, target_config, notes, label, nested_aux_offset)
     runner_head: str  # "module:class", the bench runner's head for this kind
+    # (config, tensor names) -> whether a draft is of this kind; None: the kind of a draft no other kind claims
+    recognise: Callable[[dict, frozenset[str]], bool] | None = None
 
     def build_spec(self, *args):
         return _resolve(self.spec_builder)(*args)
 
     def head_class(self):
         return _resolve(self.runner_head)
+
+
+def _looks_eagle3(config: dict, names: frozenset[str]) -> bool:
+    archs = " ".join(config.get("architectures") or [])
+    return (any(n.startswith(("midlayer.", "eagle_module.")) for n in names) or "d2t" in names
+            or any(n.endswith("layers.0.hidden_norm.weight") for n in names) or "Eagle3" in archs
+            or config.get("speculators_model_type") == "eagle3")
+
+
+def kind_of(config: dict, names: frozenset[str]) -> str:
+    """The kind a draft checkpoint holds, from its config and tensor names."""
+    claimed = [kind.name for kind in KINDS.values() if kind.recognise and kind.recognise(config, names)]
+    return claimed[0] if claimed else next(kind.name for kind in KINDS.values() if kind.recognise is None)
 
 
 def _resolve(path: str):
@@ -80,5 +95,6 @@ KINDS = {kind.name: kind for kind in (
              spec_builder="eagle_convert.draft.load:eagle1_spec", runner_head="eagle_convert.runner.heads:Eagle1Head"),
     HeadKind(EAGLE3, "EAGLE-3", EAGLE3_NAMES, vllm_method="eagle3", target_lm_head=False, vocab_map=True,
              fc_bias_foldable=False, aux_states=True, required_tensors=(),
-             spec_builder="eagle_convert.draft.load:eagle3_spec", runner_head="eagle_convert.runner.heads:Eagle3Head"),
+             spec_builder="eagle_convert.draft.load:eagle3_spec", runner_head="eagle_convert.runner.heads:Eagle3Head",
+             recognise=_looks_eagle3),
 )}

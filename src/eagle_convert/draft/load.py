@@ -11,7 +11,7 @@ from ..layouts import CANONICAL_NAMES, Layout, detect_layout
 from ..layouts.base import matches_any
 from ..layouts.modelopt import modelopt_refusal
 from .variants import detect_eagle3, mla_refusal
-from ..kinds import KINDS
+from ..kinds import KINDS, kind_of
 from ..spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec
 
 
@@ -24,14 +24,6 @@ class DraftHead:
     tensors: dict[str, TensorRef]  # canonical name -> where it is stored
     dropped: tuple[tuple[str, str], ...]  # (source name, why) for tensors the user dropped
     notes: tuple[str, ...]  # what we corrected or inferred, shown to the user
-
-
-def _kind(config: dict, names: frozenset[str]) -> str:
-    archs = " ".join(config.get("architectures") or [])
-    if (any(n.startswith(("midlayer.", "eagle_module.")) for n in names) or "d2t" in names
-            or any(n.endswith("layers.0.hidden_norm.weight") for n in names) or "Eagle3" in archs or config.get("speculators_model_type") == "eagle3"):
-        return EAGLE3
-    return EAGLE1
 
 
 def read_rope(config: dict) -> tuple[float, dict | None, bool]:
@@ -63,7 +55,7 @@ def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[
             "SGLang layouts); run `eagle-convert inspect` on it, and check that DRAFT is the draft head, not the target.")
     layout.check_input(ckpt.config, ckpt.label)
     flat = layout.flat_config(ckpt.config)
-    kind = _kind(ckpt.config, names)
+    kind = kind_of(ckpt.config, names)
     notes: list[str] = list(layout.input_notes(ckpt.config))
     mla_refusal(names, ckpt.label)
     modelopt_refusal(ckpt.config, ckpt.label)  # before the tensor mapping: parallel draft heads are refused by name
