@@ -178,9 +178,9 @@ def _other_layouts(head: DraftHead, keep) -> list[str]:
 
 def _fc_bias_fix(head: DraftHead) -> str:
     keeping = _other_layouts(head, lambda layout: _holds(layout, head, "fc.bias"))
-    # plan.py folds an EAGLE-1 fc bias into the embedding for a layout without one (vLLM V1)
-    folding = _other_layouts(head, lambda layout: not _holds(layout, head, "fc.bias")) if head.spec.kind == EAGLE1 \
-        else []
+    # plan.py folds a foldable kind's fc bias (EAGLE-1) into the embedding for a layout without one (vLLM V1)
+    folding = (_other_layouts(head, lambda layout: not _holds(layout, head, "fc.bias"))
+               if head.spec.head_kind.fc_bias_foldable else [])
     ways = ([f"{_to(folding)} --fc-bias fold (exact)"] if folding else []) + \
         ([f"keep it with {_to(keeping)}"] if keeping else [])
     if not ways:
