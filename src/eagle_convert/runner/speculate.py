@@ -113,7 +113,7 @@ def accept_sampled(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_pr
     return accepted, int(torch.multinomial(residual / residual.sum(), 1, generator=generator))
 
 
-def _emit(tokens: list[int], new: Sequence[int], eos_ids: set[int], max_new_tokens: int) -> bool:
+def emit_tokens(tokens: list[int], new: Sequence[int], eos_ids: set[int], max_new_tokens: int) -> bool:
     """Append up to the limit or the first EOS; True when generation is over."""
     for token in new:
         tokens.append(token)
@@ -134,7 +134,7 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
     out = target(prompt, range(n), last_logits_only=True)
     last = choose_token(out.logits[0, -1], temperature, generator)
     result = SpeculativeResult(tokens=[], k=k)
-    if _emit(result.tokens, [int(last)], eos, max_new_tokens):
+    if emit_tokens(result.tokens, [int(last)], eos, max_new_tokens):
         return result
     # Head context: row i = (target feature i, token i+1) at position i; the last row pairs f_{n-1} with `last`.
     head_tokens = torch.cat([prompt[0, 1:], last.view(1)]).view(1, -1)
@@ -154,7 +154,7 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
                                                   token_probs(checked.logits[0], temperature), generator)
         result.accepted_per_round.append(accepted)
         new = draft_ids[:accepted].tolist() + [next_token]
-        if _emit(result.tokens, new, eos, max_new_tokens):
+        if emit_tokens(result.tokens, new, eos, max_new_tokens):
             return result
         # Extend the head with the target's features at positions position..position+accepted, each paired with the
         # token one position later: the accepted drafts and then next_token.
@@ -178,7 +178,7 @@ def plain_generate(target: TargetModel, prompt_ids: Sequence[int], *, max_new_to
     tokens: list[int] = []
     for position in range(n, n + max_new_tokens):
         token = choose_token(logits[0, -1], temperature, generator)
-        if _emit(tokens, [int(token)], eos, max_new_tokens):
+        if emit_tokens(tokens, [int(token)], eos, max_new_tokens):
             return tokens
         logits = target(token.view(1, 1), range(position, position + 1), last_logits_only=True).logits
     return tokens

@@ -16,7 +16,7 @@ import torch
 
 from ..heads import DraftHead
 from ..model import TargetModel
-from ..speculate import _emit, choose_token, token_probs
+from ..speculate import choose_token, emit_tokens, token_probs
 from .tree import accept_greedy_tree, accept_sampled_tree
 from .draft import draft_tree
 from .shapes import TreeShape
@@ -48,7 +48,7 @@ def tree_generate(target: TargetModel, head: DraftHead, prompt_ids: Sequence[int
     out = target(prompt, range(n), last_logits_only=True)
     last = choose_token(out.logits[0, -1], temperature, generator)
     result = TreeResult(tokens=[], k=shape.levels)
-    if _emit(result.tokens, [int(last)], eos, max_new_tokens):
+    if emit_tokens(result.tokens, [int(last)], eos, max_new_tokens):
         return result
     head_tokens = torch.cat([prompt[0, 1:], last.view(1)]).view(1, -1)
     head_out = head(head_tokens, head.target_feature(out), range(n), from_target=True, last_logits_only=True)
@@ -68,7 +68,7 @@ def tree_generate(target: TargetModel, head: DraftHead, prompt_ids: Sequence[int
         if temperature == 0:
             result.drafted_per_round.append(new[:-1])
             result.margins_per_round.append([])
-        if _emit(result.tokens, new, eos, max_new_tokens):
+        if emit_tokens(result.tokens, new, eos, max_new_tokens):
             return result
         commit_path(target, nodes, position)
         new_ids = torch.tensor([new], dtype=torch.int64, device=device)
