@@ -103,6 +103,24 @@ def test_compare_in_half_precision_shows_but_does_not_gate():
     assert gate.passed and not gate.details["exact"] and gate.details["differing_prompts"] == ["0"]
 
 
+def test_one_first_difference_for_the_report_and_compare():
+    """The report's first_divergence and compare's first_difference are one function: a run with a turn more than
+    the other differs at that turn (the report used to call such runs identical), each under its own keys."""
+    from eagle_convert.benchmark.report import PromptReport
+    from eagle_convert.runner.metrics import AcceptanceStats
+
+    item = PromptReport("p", [3, 5], AcceptanceStats.from_accepted(2, []), [[1, 2], [3]], 0.0, [[1, 2]], 0.0)
+    assert item.first_divergence == {"turn": 1, "index": 0, "speculative": None, "baseline": None}
+    item.baseline_output_token_ids = [[1, 2], [3]]
+    assert item.first_divergence is None  # negative control: the same turns are identical
+    item.baseline_output_token_ids = [[1, 2], [4]]
+    assert item.first_divergence == {"turn": 1, "index": 0, "speculative": 3, "baseline": 4}
+    ours, engine = _report("float32", [[1, 0, 0, 0]], [[1, 2]]), _report("float32", [[1, 0, 0, 0]], [[1, 2]])
+    ours["prompts"][0]["output_token_ids"].append([3])
+    rows = compare.compare_rows(ours, engine)
+    assert rows[0]["first_difference"] == {"turn": 1, "index": 0, "ours": None, "engine": None}
+
+
 # --- the engine subprocess ------------------------------------------------------------------------------------------
 
 def _alive(pid: int) -> bool:

@@ -6,17 +6,7 @@ sampling, the two legitimately drift apart after a near-tie or a draw; the table
 from __future__ import annotations
 
 from .gates import GateResult
-
-
-def _first_difference(ours: list[list[int]], theirs: list[list[int]]) -> dict | None:
-    for turn, (a, b) in enumerate(zip(ours, theirs)):
-        for index in range(max(len(a), len(b))):
-            x, y = (a[index] if index < len(a) else None), (b[index] if index < len(b) else None)
-            if x != y:
-                return {"turn": turn, "index": index, "ours": x, "engine": y}
-    if len(ours) != len(theirs):
-        return {"turn": min(len(ours), len(theirs)), "index": 0, "ours": None, "engine": None}
-    return None
+from .report import first_difference
 
 
 def _counts(acceptance: dict) -> dict:
@@ -31,7 +21,8 @@ def compare_rows(ours: dict, engine: dict) -> list[dict]:
         other = theirs.get(mine["id"])
         a = _counts(mine["acceptance"])
         b = _counts(other["acceptance"]) if other else None
-        diff = _first_difference(mine["output_token_ids"], other["output_token_ids"]) if other else None
+        diff = (first_difference(mine["output_token_ids"], other["output_token_ids"], ("ours", "engine"))
+                if other else None)
         same = other is not None and diff is None and {k: v for k, v in a.items() if k != "mean_acceptance_length"} \
             == {k: v for k, v in b.items() if k != "mean_acceptance_length"}
         rows.append({"id": mine["id"], "ours": a, "engine": b, "first_difference": diff, "identical": same})

@@ -14,12 +14,16 @@ from ..runner.trees.metrics import merge_tree_stats
 SCHEMA_VERSION = 3
 
 
-def _first_divergence(spec_turns: list[list[int]], base_turns: list[list[int]]) -> dict | None:
-    for turn, (a, b) in enumerate(zip(spec_turns, base_turns)):
+def first_difference(a_turns: list[list[int]], b_turns: list[list[int]], keys: tuple[str, str]) -> dict | None:
+    """Where two runs' outputs first differ, as {turn, index, keys[0]: a's token, keys[1]: b's token} (a token is
+    None past its sequence's end; both None when one run has more turns), or None when they are identical."""
+    for turn, (a, b) in enumerate(zip(a_turns, b_turns)):
         for index in range(max(len(a), len(b))):
             x, y = (a[index] if index < len(a) else None), (b[index] if index < len(b) else None)
             if x != y:
-                return {"turn": turn, "index": index, "speculative": x, "baseline": y}
+                return {"turn": turn, "index": index, keys[0]: x, keys[1]: y}
+    if len(a_turns) != len(b_turns):
+        return {"turn": min(len(a_turns), len(b_turns)), "index": 0, keys[0]: None, keys[1]: None}
     return None
 
 
@@ -55,7 +59,7 @@ class PromptReport:
     def first_divergence(self) -> dict | None:
         if self.baseline_output_token_ids is None:
             return None
-        return _first_divergence(self.output_token_ids, self.baseline_output_token_ids)
+        return first_difference(self.output_token_ids, self.baseline_output_token_ids, ("speculative", "baseline"))
 
     def to_dict(self) -> dict:
         return {"id": self.id, "category": self.category, "num_turns": len(self.prompt_tokens),
