@@ -11,6 +11,7 @@ from safetensors.torch import save_file
 
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError, VerificationError
 from eagle_convert.benchmark import session as bench_module
+from eagle_convert.engines import ours as ours_engine
 from eagle_convert.benchmark.session import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts, run_bench
 from eagle_convert.benchmark.chat import ChatTokenizer
 from runner_fixtures import GOLDEN, agreeing_eagle1_head, memoryless_target, read_golden_draft, strict_getter
@@ -94,13 +95,13 @@ def test_fp32_divergence_raises_and_half_precision_reports_it(tmp_path, monkeypa
     config, weights = memoryless_target(seed=1, vocab=512)
     spec, head_weights = agreeing_eagle1_head(config, weights, seed=1)
     target_dir = write_target_dir(tmp_path / "target", config, weights)
-    real = bench_module.plain_generate
+    real = ours_engine.plain_generate
 
     def corrupted_baseline(*args, **kwargs):
         tokens = real(*args, **kwargs)
         return tokens[:3] + [(tokens[3] + 1) % 512] + tokens[4:]
 
-    monkeypatch.setattr(bench_module, "plain_generate", corrupted_baseline)
+    monkeypatch.setattr(ours_engine, "plain_generate", corrupted_baseline)
     run = dict(k=2, max_new_tokens=8, prompts=["t7 t8 t9"], **QUIET)
     with pytest.raises(VerificationError) as info:
         run_bench(target_dir, spec, strict_getter(head_weights), **run)

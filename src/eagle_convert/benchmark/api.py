@@ -1,5 +1,5 @@
 """`eagle_convert.bench`: resolve the draft through the format layer (any layout convert reads or writes), run the
-bundled draft/verify benchmark on the target, and apply the gates asked for (runner/gates.py)."""
+bundled draft/verify benchmark on the target, and apply the gates asked for (gates.py)."""
 
 from __future__ import annotations
 
@@ -8,71 +8,91 @@ from pathlib import Path
 
 import torch
 
+from ..checkpoint.open import open_input
+from ..checkpoint.ranks.checkpoint import RankedCheckpoint
 from ..draft.load import load_draft, tensor_reader
 from ..errors import IncomparableReportError, LayoutError
-from ..checkpoint.ranks.checkpoint import RankedCheckpoint
-from ..checkpoint.open import open_input
-from ..targets.read import read_target
-from . import gates
-from .session import BenchReport, run_bench
-from .report import SCHEMA_VERSION
 from ..runner.trees.shapes import TreeOptions, resolve_tree
+from ..targets.read import read_target
+from . import gates as gate_checks
+from .report import SCHEMA_VERSION, BenchReport
+from .settings import DecodeSettings, GateOptions, HubOptions
 
 DEFAULT_MAX_TAU_DROP = 0.05
 
 
-def bench(target: str, draft: str, *, k: int = 3, max_new_tokens: int = 256, prompts=None, temperature: float = 0.0,
-          seed: int = 0, device: str = "auto", dtype: str = "auto", chat_template: str = "auto", baseline: bool = True,
-          progress: bool = False, drop: tuple[str, ...] = (), revision: str | None = None, token: str | None = None,
-          offline: bool | None = None, ignore_eos: bool = False, min_acceptance_length: float | None = None,
-          reference_draft: str | None = None, reference_report: str | Path | None = None,
-          max_tau_drop: float | None = None, tree: TreeOptions | None = None) -> BenchReport:
-    """Bench DRAFT on TARGET. A raw EAGLE-1 release uses the target's LM head and embedding in memory, so raw and
-    converted heads give the same numbers. The target must be a local folder (the whole model runs).
+def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 256, prompts=None,
+          temperature: float = 0.0, seed: int = 0, device: str = "auto", dtype: str = "auto",
+          chat_template: str = "auto", baseline: bool = True, progress: bool = False, drop: tuple[str, ...] = (),
+          revision: str | None = None, token: str | None = None, offline: bool | None = None,
+          ignore_eos: bool = False, min_acceptance_length: float | None = None, reference_draft: str | None = None,
+          reference_report: str | Path | None = None, max_tau_drop: float | None = None,
+          tree: TreeOptions | None = None) -> BenchReport:
+    """Bench DRAFT on TARGET (the keyword form of `run`). A raw EAGLE-1 release uses the target's LM head and
+    embedding in memory, so raw and converted heads give the same numbers. The target must be a local folder (the
+    whole model runs).
 
     Gates (`report.gates`, `report.passed`): `min_acceptance_length` (τ floor); `reference_draft` (the head as
     released, benched in the same run: in fp32 greedy every round must be identical); `reference_report` (a stored
     `--json` report of the same settings: τ may drop by at most `max_tau_drop`, overall and per category).
-    `tree`: draft trees (runner/tree_shapes.py) instead of k-token chains."""
+    `tree`: draft trees (runner/trees/shapes.py) instead of k-token chains."""
+    decode = DecodeSettings(k=k, tree=tree, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                            ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts)
+    return run(target, draft, decode, GateOptions(min_acceptance_length, reference_draft, reference_report,
+                                                  max_tau_drop),
+               HubOptions(revision, token, offline), device=device, dtype=dtype, baseline=baseline, progress=progress,
+               drop=drop)
+
+
+def run(target: str, draft: str, decode: DecodeSettings, gates: GateOptions = GateOptions(),
+        hub: HubOptions = HubOptions(), *, device: str = "auto", dtype: str = "auto", baseline: bool = True,
+        progress: bool = False, drop: tuple[str, ...] = ()) -> BenchReport:
+    """The bench of DRAFT on TARGET with our runner, the gates applied."""
+    return _bench_ours(target, draft, decode, gates, hub, device=device, dtype=dtype, baseline=baseline,
+                       progress=progress, drop=drop)
+
+
+def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOptions, hub: HubOptions, *,
+                device: str, dtype: str, baseline: bool, progress: bool, drop) -> BenchReport:
+    from .ours import bench_target  # torch model code loads only when our runner benches
+
     if not Path(target).is_dir():
         raise LayoutError(f"The bench target {target!r} is not a local folder.",
                           "bench runs the whole target: download it first (e.g. `hf download ORG/NAME --local-dir DIR`) "
                           "and pass the folder.")
-    stored = read_stored_report(reference_report, max_tau_drop)
+    stored = read_stored_report(gates.reference_report, gates.max_tau_drop)
     target_ckpt = open_input(target, role="target").checkpoint
     if isinstance(target_ckpt, RankedCheckpoint):
         raise LayoutError(f"The bench target {target} is saved per tensor-parallel rank ({target_ckpt.summary_line()}).",
                           "bench runs the whole target: pass the Hugging Face checkpoint it was saved from (convert "
                           "accepts the per-rank folder; bench needs every layer, unsharded).")
+    target_info = read_target(target_ckpt)
 
     def head_of(path: str):
-        return load_draft(open_input(path, revision=revision, token=token, offline=offline, role="draft").checkpoint,
-                          read_target(target_ckpt).config, drop=tuple(drop))  # a wrapper's text sizes
+        return load_draft(open_input(path, revision=hub.revision, token=hub.token, offline=hub.offline,
+                                     role="draft").checkpoint, target_info.config, drop=tuple(drop))  # text sizes
 
     head = head_of(draft)
-    shape = resolve_tree(tree or TreeOptions(), k=k, draft_kind=head.spec.kind, target_config=target_ckpt.config)
-    if shape.mode != "chain" and reference_draft is not None:
+    shape = resolve_tree(decode.tree or TreeOptions(), k=decode.k, draft_kind=head.spec.kind,
+                         target_config=target_ckpt.config)
+    if shape.mode != "chain" and gates.reference_draft is not None:
         raise IncomparableReportError(
             "--reference-draft compares the two heads round by round on chains; it does not take a tree.",
             "Run the reference gate with --tree chain (a conversion that drafts every chain alike drafts every tree "
             "alike), and bench the tree separately.")
     if stored is not None:  # what can be compared before the run is, so that a mismatch costs no bench
-        gates.check_settings(SCHEMA_VERSION, {"k": shape.levels, "tree": shape.to_dict(),
-                                              "max_new_tokens": max_new_tokens, "temperature": temperature,
-                                              "seed": seed, "ignore_eos": ignore_eos}, stored, str(reference_report))
+        gate_checks.check_settings(SCHEMA_VERSION, decode.comparable(shape), stored, str(gates.reference_report))
     reference, inexact = None, None
-    if reference_draft is not None:
-        ref_head = head_of(reference_draft)
-        inexact = why_not_exact(head, ref_head, read_target(target_ckpt))
+    if gates.reference_draft is not None:
+        ref_head = head_of(gates.reference_draft)
+        inexact = why_not_exact(head, ref_head, target_info)
         # The released head rounded as the converted head stores it: a correct cast then changes nothing.
         reference = (ref_head.spec, rounded_like(tensor_reader(ref_head), head.tensors))
-    report = run_bench(target, head.spec, tensor_reader(head), k=k, max_new_tokens=max_new_tokens, prompts=prompts,
-                       temperature=temperature, seed=seed, device=device, dtype=dtype, chat_template=chat_template,
-                       baseline=baseline, progress=progress, ignore_eos=ignore_eos, reference=reference,
-                       tree=shape)
-    same_run = [gates.reference_draft(report, report.reference, reference_draft, inexact=inexact)
-                ] if reference_draft is not None else []
-    apply_report_gates(report, min_acceptance_length, stored, reference_report, max_tau_drop, same_run=same_run)
+    report = bench_target(target_ckpt, (head.spec, tensor_reader(head)), decode, shape, device=device, dtype=dtype,
+                          baseline=baseline, progress=progress, reference=reference, target_path=target)
+    same_run = [gate_checks.reference_draft(report, report.reference, gates.reference_draft, inexact=inexact)
+                ] if gates.reference_draft is not None else []
+    apply_report_gates(report, gates, stored, same_run=same_run)
     return report
 
 
@@ -86,20 +106,20 @@ def read_stored_report(reference_report, max_tau_drop, settings: dict | None = N
         return None
     stored = _read_report(reference_report)
     if settings is not None:
-        gates.check_settings(SCHEMA_VERSION, settings, stored, str(reference_report))
+        gate_checks.check_settings(SCHEMA_VERSION, settings, stored, str(reference_report))
     return stored
 
 
-def apply_report_gates(report: BenchReport, min_acceptance_length, stored, reference_report, max_tau_drop,
-                       same_run=()) -> None:
+def apply_report_gates(report: BenchReport, gates: GateOptions, stored: dict | None, same_run=()) -> None:
     """The gates any bench report gets, whichever engine produced it (`same_run`: gates computed by the caller
     from the same run, listed after the τ floor)."""
-    if min_acceptance_length is not None:
-        report.gates.append(gates.min_acceptance_length(report, min_acceptance_length))
+    if gates.min_acceptance_length is not None:
+        report.gates.append(gate_checks.min_acceptance_length(report, gates.min_acceptance_length))
     report.gates.extend(same_run)
     if stored is not None:
-        drop_allowed = DEFAULT_MAX_TAU_DROP if max_tau_drop is None else max_tau_drop
-        report.gates.append(gates.reference_report(report.to_dict(), stored, str(reference_report), drop_allowed))
+        drop_allowed = DEFAULT_MAX_TAU_DROP if gates.max_tau_drop is None else gates.max_tau_drop
+        report.gates.append(gate_checks.reference_report(report.to_dict(), stored, str(gates.reference_report),
+                                                         drop_allowed))
 
 
 def rounded_like(reader, stored: dict):

@@ -11,15 +11,19 @@ import json
 import tempfile
 from pathlib import Path
 
-from ..errors import EngineError, LayoutError
-from .session import _check_lossless, _progress, open_session
-from .api import apply_report_gates, read_stored_report
-from .report import BenchReport
-from ..runner.trees.shapes import TreeShape
-from ..engines.vllm_server import ServerEngine
-from .engine_loop import build_report, run_baseline, run_speculative
+from ..checkpoint.index import Checkpoint
 from ..engines.prepare import prepare_draft
 from ..engines.vllm_offline import VllmOffline, find_python
+from ..engines.vllm_server import ServerEngine
+from ..errors import EngineError, LayoutError
+from ..io.source import LocalSource
+from ..runner.trees.shapes import TreeShape
+from ..targets import family_for
+from .api import apply_report_gates, read_stored_report
+from .loop import EngineRun, counters_block, run_baseline, run_conversations
+from .report import BenchReport
+from .session import Session, check_lossless, open_session
+from .settings import DecodeSettings, EngineOptions, GateOptions, HubOptions, report_settings
 
 DEFAULT_MAX_MODEL_LEN = 4096  # capped by the target's max_position_embeddings; --engine-arg max_model_len=N
 
@@ -44,87 +48,70 @@ def parse_engine_args(pairs) -> dict:
     return args
 
 
-def _settings(target: str, spec_kind: str, *, k, max_new_tokens, temperature, seed, info: dict, use_template: bool,
-              baseline: bool, ignore_eos: bool, num_prompts: int, aux_layer_ids) -> dict:
-    """The same keys as our runner's settings (runner/bench.py), so reports, gates and --reference-report compare."""
-    return {"target": target, "k": k, "tree": TreeShape.chain(k).to_dict(), "max_new_tokens": max_new_tokens,
-            "temperature": temperature, "seed": seed,
-            "device": info.get("device"), "dtype": info.get("dtype"), "chat_template": use_template,
-            "baseline": baseline, "ignore_eos": ignore_eos, "num_prompts": num_prompts, "draft_kind": spec_kind,
-            "aux_layer_ids": list(aux_layer_ids) if aux_layer_ids else None}
-
-
-def _max_model_len(target: str) -> int:
-    config = json.loads((Path(target) / "config.json").read_text())
-    text = config.get("text_config") or {}
+def _max_model_len(config: dict) -> int:
+    """The target's positions (the top-level config's, else its text model's), capped at DEFAULT_MAX_MODEL_LEN."""
+    family = family_for(config)
+    text = family.sizes_config(config) if family else config
     return min(DEFAULT_MAX_MODEL_LEN, config.get("max_position_embeddings") or text.get("max_position_embeddings")
                or DEFAULT_MAX_MODEL_LEN)
 
 
-def bench_engine(target: str, draft: str | None, *, engine_url: str | None = None, engine_python: str | None = None,
-                 tensor_parallel_size: int = 1, engine_args=(), k: int = 3, max_new_tokens: int = 256, prompts=None,
-                 temperature: float = 0.0, seed: int = 0, dtype: str = "auto", chat_template: str = "auto",
-                 baseline: bool = True, progress: bool = False, drop: tuple[str, ...] = (), revision: str | None = None,
-                 token: str | None = None, offline: bool | None = None, ignore_eos: bool = False,
-                 min_acceptance_length: float | None = None, reference_report=None, max_tau_drop: float | None = None,
-                 strict: bool = False, warn=lambda message: None) -> BenchReport:
+def bench_engine(target: str, draft: str | None, decode: DecodeSettings, engine: EngineOptions,
+                 hub: HubOptions = HubOptions(), *, dtype: str = "auto", baseline: bool = True, progress: bool = False,
+                 drop: tuple[str, ...] = (), gates: GateOptions = GateOptions()) -> BenchReport:
+    """The engine's report, with the gates any bench report gets (api.py)."""
     if not Path(target).is_dir():
         raise LayoutError(f"The bench target {target!r} is not a local folder.",
                           "bench encodes the prompts with the target's own tokenizer and chat template: download it "
                           "first (e.g. `hf download ORG/NAME --local-dir DIR`) and pass the folder.")
-    extra = parse_engine_args(engine_args)
-    python = find_python(engine_python) if engine_url is None else None  # before any other work: the usual problem
-    stored = read_stored_report(reference_report, max_tau_drop, {
-        "k": k, "tree": TreeShape.chain(k).to_dict(), "max_new_tokens": max_new_tokens, "temperature": temperature,
-        "seed": seed, "ignore_eos": ignore_eos})
-    session = open_session(target, prompts, chat_template=chat_template, ignore_eos=ignore_eos)
-    decode = dict(k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-    if engine_url is not None:
-
-        report = bench_server(engine_url, session, draft, strict=strict, warn=warn, progress=progress, **decode)
-        # A server does not say which dtype it runs: --dtype declares it (so --compare can gate fp32 greedy).
-        report.engine.update(device="server", dtype=None if dtype == "auto" else dtype,
-                             dtype_source=None if dtype == "auto" else "declared by --dtype")
-        report.settings = {**_settings(target, report.settings["draft_kind"], info=report.engine,
-                                       use_template=session.use_template, baseline=False, ignore_eos=ignore_eos,
-                                       num_prompts=len(session.prompts), aux_layer_ids=None, **decode)}
+    extra = parse_engine_args(engine.args)
+    python = find_python(engine.python) if engine.url is None else None  # before any other work: the usual problem
+    stored = read_stored_report(gates.reference_report, gates.max_tau_drop,
+                                decode.comparable(TreeShape.chain(decode.k)))
+    session = open_session(target, decode.prompts, chat_template=decode.chat_template, ignore_eos=decode.ignore_eos)
+    if engine.url is not None:
+        report = bench_server(target, draft, session, decode, engine, dtype=dtype)
     else:
-        report = _bench_offline(target, draft, session, python=python, tp=tensor_parallel_size,
-                                extra=extra, dtype=dtype, baseline=baseline, progress=progress, drop=drop,
-                                hub=dict(revision=revision, token=token, offline=offline), ignore_eos=ignore_eos,
-                                **decode)
-        _check_lossless(report)
-    apply_report_gates(report, min_acceptance_length, stored, reference_report, max_tau_drop)
+        report = _bench_offline(target, draft, session, decode, python=python, tp=engine.tensor_parallel_size,
+                                extra=extra, dtype=dtype, baseline=baseline, progress=progress, drop=drop, hub=hub)
+        check_lossless(report)
+    apply_report_gates(report, gates, stored)
     return report
 
 
-def _bench_offline(target: str, draft: str, session, *, python: str, tp: int, extra: dict, dtype: str, baseline: bool,
-                   progress: bool, drop, hub: dict, ignore_eos: bool, k: int, max_new_tokens: int, temperature: float,
-                   seed: int) -> BenchReport:
-    decode = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+def _settings(target: str, session: Session, decode: DecodeSettings, info: dict, *, baseline: bool, draft_kind: str,
+              aux_layer_ids) -> dict:
+    return report_settings(target, TreeShape.chain(decode.k), decode, device=info.get("device"),
+                           dtype=info.get("dtype"), use_template=session.use_template, baseline=baseline,
+                           num_prompts=len(session.prompts), draft_kind=draft_kind,
+                           aux_layer_ids=list(aux_layer_ids) if aux_layer_ids else None)
+
+
+def _bench_offline(target: str, draft: str, session: Session, decode: DecodeSettings, *, python: str, tp: int,
+                   extra: dict, dtype: str, baseline: bool, progress: bool, drop, hub: HubOptions) -> BenchReport:
+    request = dict(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, seed=decode.seed)
+    shape = TreeShape.chain(decode.k)
     with tempfile.TemporaryDirectory(prefix="eagle-convert-engine-draft-") as workdir:
-        prepared = prepare_draft(draft, target, Path(workdir), drop=tuple(drop), **hub)
-        common = {"model": str(Path(target).resolve()), "dtype": dtype, "max_model_len": _max_model_len(target),
-                  "seed": seed, "tensor_parallel_size": tp, "max_num_seqs": 4, "disable_log_stats": False,
+        prepared = prepare_draft(draft, target, Path(workdir), drop=tuple(drop), revision=hub.revision,
+                                 token=hub.token, offline=hub.offline)
+        config = Checkpoint(LocalSource(target)).config
+        common = {"model": str(Path(target).resolve()), "dtype": dtype, "max_model_len": _max_model_len(config),
+                  "seed": decode.seed, "tensor_parallel_size": tp, "max_num_seqs": 4, "disable_log_stats": False,
                   "skip_tokenizer_init": True, **extra}
-        spec_kwargs = {**common, "speculative_config": prepared.speculative_config(k)}
+        spec_kwargs = {**common, "speculative_config": prepared.speculative_config(decode.k)}
         with VllmOffline(python, spec_kwargs, what="vLLM (speculative decoding)") as engine:
             info = engine.start()
             if info.get("speculative_config") is None:
                 raise EngineError("vLLM started without speculative decoding.",
                                   "Check the --engine-arg values: none may turn speculation off.")
-            bar = _progress(list(session.prompts), enabled=progress)
-            run = run_speculative(session, engine, k=k, on_prompt=getattr(bar, "update", lambda *a: None), **decode)
-            if hasattr(bar, "close"):
-                bar.close()
+            run = run_conversations(session, engine, shape, progress=progress, **request)
         baseline_info = {}
         if baseline:
             with VllmOffline(python, common, what="vLLM (plain decoding, the baseline)") as plain:
                 baseline_info = plain.start()
-                run_baseline(run, plain, eos=session.eos, **decode)
-    settings = _settings(target, prepared.head.spec.kind, k=k, info=info, use_template=session.use_template,
-                         baseline=baseline, ignore_eos=ignore_eos, num_prompts=len(session.prompts),
-                         aux_layer_ids=prepared.head.spec.aux_layer_ids, **decode)
+                run_baseline(run, plain, eos=session.eos, **request)
+    settings = _settings(target, session, decode, info, baseline=baseline, draft_kind=prepared.head.spec.kind,
+                         aux_layer_ids=prepared.head.spec.aux_layer_ids)
     block = {"name": "vllm", "mode": "offline", "version": info["version"], "python": python, "tp": info["tp"],
              "device": info["device"], "dtype": info["dtype"], "speculative_config": spec_kwargs["speculative_config"],
              "engine_speculative_config": info["speculative_config"],
@@ -132,20 +119,33 @@ def _bench_offline(target: str, draft: str, session, *, python: str, tp: int, ex
              "start_time_s": info["start_s"], "baseline_start_time_s": baseline_info.get("start_s"),
              "draft": {"given": draft, "served": prepared.path, "layout": prepared.head.layout.name,
                        "conversion": prepared.conversion}}
-    return build_report(run, settings, block)
+    return _report(run, settings, block)
 
 
-def bench_server(url: str, session, draft: str | None, *, k: int, max_new_tokens: int, temperature: float, seed: int,
-                 strict: bool, warn, progress: bool) -> BenchReport:
-    engine = ServerEngine(url, strict=strict, warn=warn)
-    info = engine.open(k)
+def bench_server(target: str, draft: str | None, session: Session, decode: DecodeSettings, engine: EngineOptions, *,
+                 dtype: str) -> BenchReport:
+    server = ServerEngine(engine.url, strict=engine.strict, warn=engine.warn)
+    info = server.open(decode.k)
     kind = _draft_kind(draft, session.target_path) if draft else "served"
-    run = run_speculative(session, engine, k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-    block = {"name": "vllm", "mode": "server", "url": engine.url, "version": info["version"], "model": info["model"],
-             "tp": None, "device": None, "dtype": None, "speculative_config": {"num_speculative_tokens": info["k"]},
-             "start_time_s": None, "other_traffic": engine.other_traffic,
+    run = run_conversations(session, server, TreeShape.chain(decode.k), max_new_tokens=decode.max_new_tokens,
+                            temperature=decode.temperature, seed=decode.seed)
+    # A server does not say which dtype it runs: --dtype declares it (so --compare can gate fp32 greedy).
+    declared = None if dtype == "auto" else dtype
+    block = {"name": "vllm", "mode": "server", "url": server.url, "version": info["version"], "model": info["model"],
+             "tp": None, "device": "server", "dtype": declared,
+             "speculative_config": {"num_speculative_tokens": info["k"]}, "start_time_s": None,
+             "other_traffic": server.other_traffic,
              "note": "a server has no plain-decoding twin here: no baseline, speedup or lossless check"}
-    return build_report(run, {"k": k, "draft_kind": kind}, block)
+    settings = _settings(target, session, decode, block, baseline=False, draft_kind=kind, aux_layer_ids=None)
+    report = _report(run, settings, block)
+    report.engine["dtype_source"] = None if dtype == "auto" else "declared by --dtype"
+    return report
+
+
+def _report(run: EngineRun, settings: dict, engine_block: dict) -> BenchReport:
+    engine_block = {**engine_block, "generation_time_s": run.generation_s,
+                    "counters": counters_block(run, settings["k"])}
+    return BenchReport(settings=settings, prompts=run.prompts, engine=engine_block)
 
 
 def _draft_kind(draft: str, target: str) -> str:

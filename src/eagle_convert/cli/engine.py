@@ -65,6 +65,7 @@ def engine_bench(engine: dict, opts: dict):
     from ..api import bench as bench_ours
     from ..benchmark.engine_bench import bench_engine
     from ..benchmark.compare import compare_gate, compare_table
+    from ..benchmark.settings import DecodeSettings, EngineOptions, GateOptions
 
     _check_usage(engine, opts)
     name = "vLLM server" if engine["engine_url"] else "vLLM"
@@ -85,12 +86,15 @@ def engine_bench(engine: dict, opts: dict):
             # --reference-draft RAW: ours runs the head as released, the engine the conversion (who is at fault?)
             ours = bench_ours(opts["target"], opts["reference_draft"] or opts["draft"], device=opts["device"],
                               baseline=False, **shared)
-        report = bench_engine(opts["target"], opts["draft"], engine_url=engine["engine_url"],
-                              engine_python=engine["engine_python"],
-                              tensor_parallel_size=engine["tensor_parallel_size"], engine_args=engine["engine_args"],
-                              baseline=not opts["no_baseline"], min_acceptance_length=opts["min_acceptance_length"],
-                              reference_report=opts["reference_report"], max_tau_drop=opts["max_tau_drop"],
-                              strict=engine["strict"], warn=lambda m: click.echo(f"warning: {m}", err=True), **shared)
+        decode = DecodeSettings(k=opts["k"], max_new_tokens=opts["max_new_tokens"], temperature=opts["temperature"],
+                                seed=opts["seed"], ignore_eos=opts["ignore_eos"], chat_template=opts["chat_template"],
+                                prompts=opts["prompts"])
+        options = EngineOptions(url=engine["engine_url"], python=engine["engine_python"],
+                                tensor_parallel_size=engine["tensor_parallel_size"], args=tuple(engine["engine_args"]),
+                                strict=engine["strict"], warn=lambda m: click.echo(f"warning: {m}", err=True))
+        gates = GateOptions(opts["min_acceptance_length"], None, opts["reference_report"], opts["max_tau_drop"])
+        report = bench_engine(opts["target"], opts["draft"], decode, options, dtype=opts["dtype"],
+                              baseline=not opts["no_baseline"], progress=progress, drop=opts["drop"], gates=gates)
         return ours, report
 
     ours, report = go(as_json=opts["as_json"])  # handle_errors reads as_json from the keywords

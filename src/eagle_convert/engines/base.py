@@ -17,9 +17,22 @@ COUNTER_KEYS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_ac
 
 @dataclass
 class Generation:
+    """One answer. An engine that counts (vLLM) returns these; our runner a RoundsGeneration (engines/ours.py), which
+    keeps its rounds instead. The bench loop (benchmark/loop.py) reads acceptance through the type."""
     tokens: list[int]
     seconds: float
-    counters: dict | None  # COUNTER_KEYS moved by this request; None for plain decoding
+    counters: dict | None = None  # COUNTER_KEYS moved by this request; None for plain decoding
+
+    def record_rounds(self, item) -> None:
+        """Per-round data for the prompt's report (PromptReport): an engine's counters have none."""
+
+    @staticmethod
+    def prompt_stats(shape, generations: list[Generation]) -> AcceptanceStats:
+        """A prompt's acceptance from its turns: the counters they moved, summed."""
+        counters = zero_counters(shape.levels)
+        for out in generations:
+            counters = add_counters(counters, out.counters)
+        return stats_from_counters(shape.levels, counters)
 
 
 def zero_counters(k: int) -> dict:

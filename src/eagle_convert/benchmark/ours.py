@@ -1,0 +1,81 @@
+"""`bench_target`: a draft head on its target with our bundled runner (engines/ours.py), through the bench loop every
+engine shares (loop.py): warm-up outside the clock, the speculative run, then plain decoding of the same ids for the
+baseline, and optionally the reference head (--reference-draft) on the same loaded target and prompts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ..checkpoint.index import Checkpoint
+from ..conversion.validate import check_sizes
+from ..engines.ours import OursEngine, PlainEngine
+from ..runner.heads import aux_layer_ids_for, build_draft_head
+from ..runner.model import TargetModel
+from ..runner.text_model import runner_target
+from ..runner.trees.shapes import TreeShape, check_tree_for_head
+from ..spec import DraftSpec
+from .loop import run_baseline, run_conversations
+from .report import BenchReport
+from .session import Session, check_lossless, load_target, open_session, resolve_device_dtype
+from .settings import DecodeSettings, report_settings
+
+Head = tuple[DraftSpec, Callable[[str], torch.Tensor]]  # a head's spec and its tensors (canonical names)
+
+
+def bench_target(target: Checkpoint, head: Head, decode: DecodeSettings, shape: TreeShape, *, device: str = "auto",
+                 dtype: str | torch.dtype = "auto", baseline: bool = True, progress: bool = True,
+                 reference: Head | None = None, target_path: str | Path | None = None) -> BenchReport:
+    """Bench `head` on the opened `target` (a local folder; `target_path`: its name in the report, by default the
+    folder). `reference`: another head, benched after it with the same seed and no baseline: `.reference`."""
+    if decode.chat_template not in ("auto", "none"):
+        raise ValueError(f"chat_template must be 'auto' or 'none', got {decode.chat_template!r}")
+    if decode.temperature < 0:
+        raise ValueError("temperature must be >= 0")
+    target_path = str(target_path if target_path is not None else target.label)
+    device, dtype = resolve_device_dtype(device, dtype)
+    session = open_session(target_path, decode.prompts, chat_template=decode.chat_template,
+                           ignore_eos=decode.ignore_eos)
+    view = runner_target(target)
+    session.max_positions = view.config.get("max_position_embeddings")
+    session.check_first_turns(decode.max_new_tokens)
+    num_layers = view.config["num_hidden_layers"]
+    spec, get_tensor = head
+    model = load_target(target, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids_for(spec, num_layers))
+
+    def settings(spec: DraftSpec, model: TargetModel, baseline: bool) -> dict:
+        return report_settings(target_path, shape, decode, device=str(device),
+                               dtype=str(dtype).removeprefix("torch."), use_template=session.use_template,
+                               baseline=baseline, num_prompts=len(session.prompts), draft_kind=spec.kind,
+                               aux_layer_ids=list(model.aux_layer_ids), text_only=view.text_only)
+
+    report = _bench_head(session, model, spec, get_tensor, shape, decode, baseline=baseline, progress=progress)
+    report.settings = settings(spec, model, baseline)
+    if reference is not None:
+        ref_spec, ref_get = reference
+        ref_model = model.with_aux_layer_ids(aux_layer_ids_for(ref_spec, num_layers))
+        report.reference = _bench_head(session, ref_model, ref_spec, ref_get, shape, decode, baseline=False,
+                                       progress=progress)
+        report.reference.settings = settings(ref_spec, ref_model, False)
+    check_lossless(report)
+    return report
+
+
+def _bench_head(session: Session, target: TargetModel, spec: DraftSpec, get_tensor, shape: TreeShape,
+                decode: DecodeSettings, *, baseline: bool, progress: bool) -> BenchReport:
+    check_sizes(spec, target.config.hidden_size, target.config.vocab_size, session.target_path)
+    head = build_draft_head(spec, get_tensor, target_embedding=target.embed_weight,
+                            target_lm_head=target.lm_head_weight, dtype=target.dtype, device=target.device)
+    check_tree_for_head(shape, spec.vocab_size if head.draft_to_target is None else len(head.draft_to_target))
+    engine, plain = OursEngine(target, head, shape), PlainEngine(target) if baseline else None
+    request = dict(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, seed=decode.seed)
+    first = session.prompts[0]
+    warm_ids = session.encode([{"role": "user", "content": first.turns[0]}], first)
+    for runner in filter(None, (engine, plain)):
+        runner.warm_up(warm_ids, stop_token_ids=session.eos, **request)
+    run = run_conversations(session, engine, shape, progress=progress, **request)
+    if plain is not None:
+        run_baseline(run, plain, eos=session.eos, **request)
+    return BenchReport(settings={}, prompts=run.prompts)
