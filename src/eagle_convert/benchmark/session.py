@@ -158,7 +158,14 @@ def run_bench(target_path: str | Path | Checkpoint, draft_spec: DraftSpec,
     from .ours import bench_target
     from .settings import DecodeSettings
 
-    max_positions: int | None = None  # the target's max_position_embeddings (None: unstated)
+    decode = DecodeSettings(k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                            ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts)
+    return bench_target(local_checkpoint(target_path), (draft_spec, draft_get_tensor), decode,
+                        tree if tree is not None else TreeShape.chain(k), device=device, dtype=dtype,
+                        baseline=baseline, progress=progress, reference=reference, target_path=target_path)
+
+
+def check_lossless(report: BenchReport) -> None:
     lossless = report.lossless
     if lossless["mode"] == "exact" and not lossless["identical"]:
         first = next(p for p in report.prompts if p.first_divergence is not None)
