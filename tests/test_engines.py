@@ -377,3 +377,44 @@ def test_ctrl_c_ends_the_engine_and_its_children(tmp_path):
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) != 0 and "KeyboardInterrupt" in proc.stderr.read()
     assert not _alive(worker) and not _alive(child)
+
+
+# --- the Python API builds the whole report -------------------------------------------------------------------------
+
+def _without_timing(value):
+    if isinstance(value, dict):
+        return {k: _without_timing(v) for k, v in value.items() if not any(t in k for t in ("time", "per_s", "speed"))}
+    if isinstance(value, list):
+        return [_without_timing(v) for v in value]
+    return value
+
+
+def test_the_python_api_report_is_the_cli_json_compare_included(pair):
+    """`eagle_convert.bench(..., engine=..., compare=True)` returns the report `bench --json` prints: gate floor,
+    engine_compare gate and compare block included (the CLI only renders it)."""
+    import eagle_convert
+    from eagle_convert.benchmark.settings import EngineOptions
+
+    with FakeServer() as server:
+        proc = bench_url(pair, server.url, "--compare", "--min-acceptance-length", "1.2")
+        report = eagle_convert.bench(str(pair["target"]), str(pair["eagle3"]), prompts=str(pair["prompts"]), k=2,
+                                     max_new_tokens=6, ignore_eos=True, min_acceptance_length=1.2,
+                                     engine=EngineOptions(url=server.url), compare=True)
+    assert proc.returncode == 0, proc.stderr
+    data = report.to_dict()
+    assert _without_timing(data) == _without_timing(json.loads(proc.stdout))
+    assert [c["name"] for c in data["gate"]["checks"]] == ["min_acceptance_length", "engine_compare"]
+    assert data["gate"]["min_acceptance_length"] == 1.2 and [r["id"] for r in data["compare"]["rows"]] == ["0", "1"]
+    assert data["compare"]["ours"]["settings"]["device"] == "cpu" and data["engine"]["mode"] == "server"
+
+
+def test_the_python_api_report_is_the_cli_json_for_our_runner(pair):
+    import eagle_convert
+
+    args = dict(prompts=str(pair["prompts"]), k=2, max_new_tokens=6, ignore_eos=True, device="cpu")
+    proc = run_cli("bench", "-t", pair["target"], "-d", pair["eagle3"], "--prompts", pair["prompts"], "-k", "2",
+                   "--max-new-tokens", "6", "--ignore-eos", "--device", "cpu", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = eagle_convert.bench(str(pair["target"]), str(pair["eagle3"]), **args)
+    assert _without_timing(report.to_dict()) == _without_timing(json.loads(proc.stdout))
+    assert report.to_dict()["gate"] == {"passed": True, "checks": [], "min_acceptance_length": None}

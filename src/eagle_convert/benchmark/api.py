@@ -1,5 +1,6 @@
-"""`eagle_convert.bench`: resolve the draft through the format layer (any layout convert reads or writes), run the
-bundled draft/verify benchmark on the target, and apply the gates asked for (gates.py)."""
+"""`eagle_convert.bench`: resolve the draft through the format layer (any layout convert reads or writes), bench it
+on the target with our runner or an engine (and `compare` the two), and apply the gates asked for (gates.py): the
+whole report, as `--json` prints it."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from ..checkpoint.open import open_input
 from ..checkpoint.ranks.checkpoint import RankedCheckpoint
 from ..draft.load import load_draft, tensor_reader
 from ..errors import IncomparableReportError, LayoutError
-from ..runner.trees.shapes import TreeOptions, resolve_tree
+from ..runner.trees.shapes import TreeOptions, TreeShape, resolve_tree
 from ..targets.read import read_target
 from . import gates as gate_checks
+from .compare import compare_gate
 from .report import SCHEMA_VERSION, BenchReport
-from .settings import DecodeSettings, GateOptions, HubOptions
+from .settings import DecodeSettings, EngineOptions, GateOptions, HubOptions
 
 DEFAULT_MAX_TAU_DROP = 0.05
 
@@ -27,27 +29,38 @@ def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 2
           revision: str | None = None, token: str | None = None, offline: bool | None = None,
           ignore_eos: bool = False, min_acceptance_length: float | None = None, reference_draft: str | None = None,
           reference_report: str | Path | None = None, max_tau_drop: float | None = None,
-          tree: TreeOptions | None = None) -> BenchReport:
+          tree: TreeOptions | None = None, engine: str | EngineOptions | None = None,
+          compare: bool = False) -> BenchReport:
     """Bench DRAFT on TARGET (the keyword form of `run`). A raw EAGLE-1 release uses the target's LM head and
-    embedding in memory, so raw and converted heads give the same numbers. The target must be a local folder (the
-    whole model runs).
+    embedding in memory, so raw and converted heads give the same numbers. The target must be a local folder.
 
     Gates (`report.gates`, `report.passed`): `min_acceptance_length` (τ floor); `reference_draft` (the head as
     released, benched in the same run: in fp32 greedy every round must be identical); `reference_report` (a stored
     `--json` report of the same settings: τ may drop by at most `max_tau_drop`, overall and per category).
-    `tree`: draft trees (runner/trees/shapes.py) instead of k-token chains."""
+    `tree`: draft trees (runner/trees/shapes.py) instead of k-token chains. `engine`: who decodes, "ours" (None) or
+    "vllm" (offline), or EngineOptions (a server's url, vLLM's interpreter, arguments, ...); `compare`: our runner
+    too, on the same prompts, gated against the engine (vLLM offline when no engine is given); with an engine,
+    `reference_draft` is the head our runner benches (the head as released) and the engine DRAFT."""
+    if isinstance(engine, str):
+        if engine not in ("ours", "vllm"):
+            raise ValueError(f"engine must be 'ours', 'vllm' or EngineOptions, got {engine!r}")
+        engine = EngineOptions() if engine == "vllm" else None
     decode = DecodeSettings(k=k, tree=tree, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                             ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts)
     return run(target, draft, decode, GateOptions(min_acceptance_length, reference_draft, reference_report,
                                                   max_tau_drop),
-               HubOptions(revision, token, offline), device=device, dtype=dtype, baseline=baseline, progress=progress,
-               drop=drop)
+               HubOptions(revision, token, offline), engine=engine, compare=compare, device=device, dtype=dtype,
+               baseline=baseline, progress=progress, drop=drop)
 
 
-def run(target: str, draft: str, decode: DecodeSettings, gates: GateOptions = GateOptions(),
-        hub: HubOptions = HubOptions(), *, device: str = "auto", dtype: str = "auto", baseline: bool = True,
-        progress: bool = False, drop: tuple[str, ...] = ()) -> BenchReport:
-    """The bench of DRAFT on TARGET with our runner, the gates applied."""
+def run(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptions = GateOptions(),
+        hub: HubOptions = HubOptions(), *, engine: EngineOptions | None = None, compare: bool = False,
+        device: str = "auto", dtype: str = "auto", baseline: bool = True, progress: bool = False,
+        drop: tuple[str, ...] = ()) -> BenchReport:
+    """The whole bench report: our runner, or `engine` (and with `compare` ours beside it), the gates applied."""
+    if compare or engine is not None:
+        return _bench_with_engine(target, draft, decode, gates, hub, engine or EngineOptions(), compare=compare,
+                                  device=device, dtype=dtype, baseline=baseline, progress=progress, drop=drop)
     return _bench_ours(target, draft, decode, gates, hub, device=device, dtype=dtype, baseline=baseline,
                        progress=progress, drop=drop)
 
@@ -96,6 +109,36 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
     return report
 
 
+def _bench_with_engine(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptions, hub: HubOptions,
+                       engine: EngineOptions, *, compare: bool, device: str, dtype: str, baseline: bool,
+                       progress: bool, drop) -> BenchReport:
+    """The engine's report; with `compare`, our runner first (quick, and our own errors surface before an engine
+    starts) on the same prompts, without a baseline, and the engine_compare gate after the others."""
+    from .engine_bench import bench_engine
+
+    if (decode.tree or TreeOptions()).tree != "chain":
+        raise ValueError("an engine bench drafts chains: bench the tree with our runner alone")
+    ours = None
+    if compare:  # --reference-draft RAW: ours runs the head as released, the engine the conversion (who is at fault?)
+        ours = _bench_ours(target, gates.reference_draft or draft, decode, GateOptions(), hub, device=device,
+                           dtype=dtype, baseline=False, progress=progress, drop=drop)
+    stored = []  # read once the engine's usual problems are ruled out: a mismatch then costs no engine start
+
+    def check_stored():
+        stored.append(read_stored_report(gates.reference_report, gates.max_tau_drop,
+                                         decode.comparable(TreeShape.chain(decode.k))))
+
+    report = bench_engine(target, draft, decode, engine, hub, dtype=dtype, baseline=baseline, progress=progress,
+                          drop=drop, before_run=check_stored)
+    apply_report_gates(report, gates, stored[0])
+    if ours is not None:
+        ours_data = ours.to_dict()
+        gate, rows = compare_gate(ours_data, report.to_dict(), engine.label)
+        report.gates.append(gate)
+        report.compare = {"ours": {"settings": ours_data["settings"], "overall": ours_data["overall"]}, "rows": rows}
+    return report
+
+
 def read_stored_report(reference_report, max_tau_drop, settings: dict | None = None) -> dict | None:
     """The stored --reference-report; with `settings`, checked against this run's before the run (a mismatch then
     costs no bench). Without, the caller checks once it knows them (a tree's shape depends on the head)."""
@@ -113,6 +156,7 @@ def read_stored_report(reference_report, max_tau_drop, settings: dict | None = N
 def apply_report_gates(report: BenchReport, gates: GateOptions, stored: dict | None, same_run=()) -> None:
     """The gates any bench report gets, whichever engine produced it (`same_run`: gates computed by the caller
     from the same run, listed after the τ floor)."""
+    report.min_acceptance_length = gates.min_acceptance_length
     if gates.min_acceptance_length is not None:
         report.gates.append(gate_checks.min_acceptance_length(report, gates.min_acceptance_length))
     report.gates.extend(same_run)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from ..checkpoint.index import Checkpoint
 from ..engines.prepare import prepare_draft
@@ -19,11 +20,10 @@ from ..errors import EngineError, LayoutError
 from ..io.source import LocalSource
 from ..runner.trees.shapes import TreeShape
 from ..targets import family_for
-from .api import apply_report_gates, read_stored_report
 from .loop import EngineRun, counters_block, run_baseline, run_conversations
 from .report import BenchReport
 from .session import Session, check_lossless, open_session
-from .settings import DecodeSettings, EngineOptions, GateOptions, HubOptions, report_settings
+from .settings import DecodeSettings, EngineOptions, HubOptions, report_settings
 
 DEFAULT_MAX_MODEL_LEN = 4096  # capped by the target's max_position_embeddings; --engine-arg max_model_len=N
 
@@ -58,24 +58,22 @@ def _max_model_len(config: dict) -> int:
 
 def bench_engine(target: str, draft: str | None, decode: DecodeSettings, engine: EngineOptions,
                  hub: HubOptions = HubOptions(), *, dtype: str = "auto", baseline: bool = True, progress: bool = False,
-                 drop: tuple[str, ...] = (), gates: GateOptions = GateOptions()) -> BenchReport:
-    """The engine's report, with the gates any bench report gets (api.py)."""
+                 drop: tuple[str, ...] = (), before_run: Callable[[], None] = lambda: None) -> BenchReport:
+    """The engine's report, gates not applied (api.py applies them, as for ours). `before_run`: called once the
+    engine's own usual problems are ruled out, before any work (api.py: checks the stored report's settings)."""
     if not Path(target).is_dir():
         raise LayoutError(f"The bench target {target!r} is not a local folder.",
                           "bench encodes the prompts with the target's own tokenizer and chat template: download it "
                           "first (e.g. `hf download ORG/NAME --local-dir DIR`) and pass the folder.")
     extra = parse_engine_args(engine.args)
     python = find_python(engine.python) if engine.url is None else None  # before any other work: the usual problem
-    stored = read_stored_report(gates.reference_report, gates.max_tau_drop,
-                                decode.comparable(TreeShape.chain(decode.k)))
+    before_run()
     session = open_session(target, decode.prompts, chat_template=decode.chat_template, ignore_eos=decode.ignore_eos)
     if engine.url is not None:
-        report = bench_server(target, draft, session, decode, engine, dtype=dtype)
-    else:
-        report = _bench_offline(target, draft, session, decode, python=python, tp=engine.tensor_parallel_size,
-                                extra=extra, dtype=dtype, baseline=baseline, progress=progress, drop=drop, hub=hub)
-        check_lossless(report)
-    apply_report_gates(report, gates, stored)
+        return bench_server(target, draft, session, decode, engine, dtype=dtype)
+    report = _bench_offline(target, draft, session, decode, python=python, tp=engine.tensor_parallel_size,
+                            extra=extra, dtype=dtype, baseline=baseline, progress=progress, drop=drop, hub=hub)
+    check_lossless(report)
     return report
 
 

@@ -86,6 +86,8 @@ class BenchReport:
     reference: BenchReport | None = None  # the head as released, benched in the same run (--reference-draft)
     gates: list[GateResult] = field(default_factory=list)
     engine: dict | None = None  # bench --engine vllm / --engine-url: which engine ran, how, and its own counters
+    min_acceptance_length: float | None = None  # the τ floor asked for (gate.min_acceptance_length; None: none)
+    compare: dict | None = None  # --compare: {ours: {settings, overall}, rows} (compare.py)
 
     @property
     def passed(self) -> bool:
@@ -116,7 +118,8 @@ class BenchReport:
             sum(p.baseline_wall_time_s for p in self.prompts) if baseline else None)}
         data = {"schema_version": SCHEMA_VERSION, "settings": self.settings, "overall": overall, "lossless": self.lossless,
                 "prompts": [p.to_dict() for p in self.prompts],
-                "gate": {"passed": self.passed, "checks": [g.to_dict() for g in self.gates]}}
+                "gate": {"passed": self.passed, "checks": [g.to_dict() for g in self.gates],
+                         "min_acceptance_length": self.min_acceptance_length}}
         if self.engine is not None:
             data["engine"] = self.engine
         if self.reference is not None:
@@ -124,4 +127,6 @@ class BenchReport:
                                  "overall": {"acceptance": self.reference.stats.to_dict()},
                                  "prompts": [{"id": p.id, "category": p.category, "acceptance": p.stats.to_dict(),
                                               "accepted_per_round": p.accepted_per_turn} for p in self.reference.prompts]}
+        if self.compare is not None:
+            data["compare"] = self.compare
         return data

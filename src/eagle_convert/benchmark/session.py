@@ -32,7 +32,10 @@ come.
              baseline_generated_tokens, baseline_wall_time_s, baseline_tokens_per_s, speedup,
              first_divergence: null | {turn, index, speculative, baseline} (token ids; null past a sequence's end),
              output_token_ids: [per turn, the speculative answer], accepted_per_round: [per turn, [a per round]]}]
-  gate:     {passed: bool, checks: [{name, passed, message, ...}]}  (gates.py; no checks: passed)
+  gate:     {passed: bool, checks: [{name, passed, message, ...}], min_acceptance_length: the floor asked for or
+             null}  (gates.py; no checks: passed)
+  engine (only when an engine decoded: bench --engine vllm / --engine-url): which engine ran, how, its counters
+  compare (only with --compare): {ours: {settings, overall}, rows: [per prompt, compare.py]}
   reference (only with a reference draft): {settings, overall: {acceptance}, prompts: [{id, category, acceptance,
              accepted_per_round}]}
   acceptance = {k, histogram, drafts, drafted, accepted, mean_acceptance_length (tau), acceptance_rate,

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from .errors import EXIT_GATE, handle_errors, paragraph
-from .engine import engine_bench, engine_options, engine_requested
+from .engine import check_engine_usage, engine_from, engine_options, engine_requested
 from .tree import TREE_FLAGS, sweep_command, tree_options, tree_options_from, tree_report_lines
 
 def _fmt(value, spec: str = ".3f") -> str:
@@ -53,25 +53,18 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
           no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path, threads, drop,
           as_json, quiet, **options):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
-    from ..api import bench as run
-
     tree_flags = {name: options.pop(name) for name in TREE_FLAGS}
-    engine = options
-    if engine_requested(engine):
+    engine_flags = options
+    with_engine = engine_requested(engine_flags)
+    if with_engine:
         if tree_flags["tree"] != "chain" or tree_flags["tree_sweep"]:
             raise click.UsageError("--tree and --tree-sweep apply to our runner: an engine bench drafts chains "
                                    "(bench the tree without --engine / --engine-url / --compare).")
-        report, data, compare_table = engine_bench(engine, dict(
-            target=target, draft=draft, k=k, max_new_tokens=max_new_tokens, prompts=prompts, temperature=temperature,
-            seed=seed, device=device, dtype=dtype, chat_template=chat_template, ignore_eos=ignore_eos,
-            no_baseline=no_baseline, min_acceptance_length=min_acceptance_length, reference_draft=reference_draft,
-            reference_report=reference_report, max_tau_drop=max_tau_drop, threads=threads, drop=drop,
-            as_json=as_json, quiet=quiet))
-        return finish(report, data, report_path, "\n".join(filter(None, [human_report(data), compare_table])), as_json)
-    if draft is None:
+        check_engine_usage(engine_flags, draft=draft, reference_draft=reference_draft)
+    elif draft is None:
         raise click.UsageError("--draft is required (except with --engine-url).")
 
-    if threads:
+    if threads and (not with_engine or engine_flags["compare"]):  # our runner's torch (an engine has its own)
         import torch
 
         torch.set_num_threads(threads)
@@ -81,18 +74,26 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
                              as_json=as_json, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                              device=device, dtype=dtype, chat_template=chat_template, drop=drop, ignore_eos=ignore_eos)
 
+    from ..benchmark.api import run
+    from ..benchmark.compare import compare_table
+    from ..benchmark.settings import DecodeSettings, GateOptions
+
+    decode = DecodeSettings(k=k, tree=None if with_engine else tree_options_from(tree_flags),
+                            max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, ignore_eos=ignore_eos,
+                            chat_template=chat_template, prompts=prompts)
+    gates = GateOptions(min_acceptance_length, reference_draft, reference_report, max_tau_drop)
+    engine = engine_from(engine_flags) if with_engine else None
+
     @handle_errors
     def go(as_json=as_json):
-        return run(target, draft, k=k, max_new_tokens=max_new_tokens, prompts=prompts, temperature=temperature,
-                   seed=seed, device=device, dtype=dtype, chat_template=chat_template, baseline=not no_baseline,
-                   progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop, ignore_eos=ignore_eos,
-                   min_acceptance_length=min_acceptance_length, reference_draft=reference_draft,
-                   reference_report=reference_report, max_tau_drop=max_tau_drop, tree=tree_options_from(tree_flags))
+        return run(target, draft, decode, gates, engine=engine, compare=with_engine and engine_flags["compare"],
+                   device=device, dtype=dtype, baseline=not no_baseline,
+                   progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop)
 
     report = go(as_json=as_json)
     data = report.to_dict()
-    data["gate"]["min_acceptance_length"] = min_acceptance_length
-    finish(report, data, report_path, human_report(data), as_json)
+    table = compare_table(data["compare"]["rows"], engine.label) if report.compare is not None else None
+    finish(report, data, report_path, "\n".join(filter(None, [human_report(data), table])), as_json)
 
 
 def finish(report, data: dict, report_path, human: str, as_json: bool) -> None:
