@@ -7,7 +7,8 @@ from .inspection.report import InspectReport, inspect
 
 
 def bench(*args, **kwargs):
-    """Run the draft/verify benchmark; see `eagle_convert.benchmark.session.bench` for the arguments."""
+    """Run the draft/verify benchmark (our runner, or an engine); see `eagle_convert.benchmark.api.bench` for the
+    arguments."""
     from .benchmark.api import bench as _bench  # torch model code loads only when benchmarking
 
     return _bench(*args, **kwargs)

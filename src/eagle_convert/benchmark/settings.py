@@ -50,7 +50,6 @@ class GateOptions:
 class EngineOptions:
     """Who decodes besides our runner: vLLM offline (`url` None) or an OpenAI-compatible vLLM server at `url`.
     `warn`: told about other traffic on a shared server (an error instead with `strict`)."""
-    name: str = "vllm"
     url: str | None = None
     python: str | None = None
     tensor_parallel_size: int = 1
