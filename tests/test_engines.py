@@ -418,3 +418,48 @@ def test_the_python_api_report_is_the_cli_json_for_our_runner(pair):
     report = eagle_convert.bench(str(pair["target"]), str(pair["eagle3"]), **args)
     assert _without_timing(report.to_dict()) == _without_timing(json.loads(proc.stdout))
     assert report.to_dict()["gate"] == {"passed": True, "checks": [], "min_acceptance_length": None}
+
+
+class FakeOfflineVllm:
+    """vLLM's offline engine as bench drives it (start, generate, a context): each request drafts 3 rounds of k,
+    accepting 2 tokens, and answers tokens that depend on the ids only (so the plain twin agrees)."""
+
+    def __init__(self, python, llm_kwargs, *, what):
+        self.spec = llm_kwargs.get("speculative_config")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def start(self):
+        return {"version": "0.0-fake", "tp": 1, "device": "cuda", "dtype": "float32", "start_s": 1.0,
+                "speculative_config": self.spec}
+
+    def generate(self, ids, *, max_new_tokens, temperature, seed, stop_token_ids):
+        from eagle_convert.engines.base import Generation
+
+        counters = None if self.spec is None else {
+            "num_drafts": 3, "num_draft_tokens": 6, "num_accepted_tokens": 2, "num_accepted_tokens_per_pos": [1, 1]}
+        return Generation([(sum(ids) * 7 + i) % 90 for i in range(max_new_tokens)], 0.01, counters)
+
+
+def test_the_python_api_benches_vllm_offline_with_the_one_loop(pair, monkeypatch):
+    """`engine="vllm"` from Python: the offline engine, its plain twin for the baseline, the counters read as
+    acceptance per prompt, the settings with the very keys of our runner's (one settings function)."""
+    import eagle_convert
+    from eagle_convert.benchmark import engine_bench
+
+    monkeypatch.setattr(engine_bench, "VllmOffline", FakeOfflineVllm)
+    monkeypatch.setattr(engine_bench, "find_python", lambda given: "/fake/python")
+    args = dict(prompts=str(pair["prompts"]), k=2, max_new_tokens=6, ignore_eos=True, dtype="float32")
+    data = eagle_convert.bench(str(pair["target"]), str(pair["eagle3"]), engine="vllm", compare=True,
+                               **args).to_dict()
+    assert data["engine"]["mode"] == "offline" and data["engine"]["counters"]["overall"]["num_drafts"] == 6
+    for prompt in data["prompts"]:  # 3 rounds accepting 2, 0 and 0 drafts (per position: 1, 1)
+        assert prompt["acceptance"]["histogram"] == [2, 0, 1] and prompt["baseline_generated_tokens"] == 6
+    assert data["lossless"] == {"mode": "exact", "identical": True, "diverged_prompts": []}
+    assert list(data["settings"]) == list(data["compare"]["ours"]["settings"])
+    assert data["settings"]["aux_layer_ids"] == data["compare"]["ours"]["settings"]["aux_layer_ids"]
+    assert [c["name"] for c in data["gate"]["checks"]] == ["engine_compare"] and not data["gate"]["passed"]
