@@ -11,7 +11,8 @@ import re
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
-from .spec import EAGLE1, EAGLE3
+EAGLE1 = "eagle1"
+EAGLE3 = "eagle3"
 
 # Canonical tensor names (spec.py explains them), per head kind. Anything else in a draft is unexpected.
 LAYER = "layers.0."

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-EAGLE1 = "eagle1"
-EAGLE3 = "eagle3"
+from .kinds import EAGLE1, EAGLE3, KINDS, HeadKind  # noqa: F401 (the kind names, re-exported for older imports)
 
 # The target tensors a head takes from its model (Hugging Face names): the LM head, and the input embedding, which is
 # also the LM head of a target with tied embeddings. Here, not in target.py, so that torch-free code can name them.
@@ -70,10 +69,8 @@ class DraftSpec:
     flag_sources: dict = field(default_factory=dict, compare=False)  # EAGLE-3 flag -> where it was read from
 
     @property
-    def head_kind(self):
+    def head_kind(self) -> HeadKind:
         """What this kind of head is (kinds.py): asked instead of comparing kind names."""
-        from .kinds import KINDS  # kinds.py builds on this module
-
         return KINDS[self.kind]
 
     @property
