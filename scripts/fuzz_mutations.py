@@ -19,7 +19,6 @@ class Mutation:
     what: str
     file: Path | None = None  # the file changed (None: only added or removed files)
     touched: set[str] = field(default_factory=set)  # source tensor names whose bytes or header may have changed
-    config_value: bool = False  # a config.json key deleted or given an odd value (see fuzz_convert.KNOWN)
 
 
 # ---- safetensors files ----------------------------------------------------------------------------------------------
@@ -252,7 +251,7 @@ def mutate_json(rng: random.Random, path: Path) -> Mutation:
             value[key] = odd_value(rng)
         path.write_text(json.dumps(value))
         return Mutation(f"{path.name}: {key} {'deleted' if kind == 'delete' else '= ' + repr(value[key])[:40]}",
-                        path, {"*"}, config_value=path.name == "config.json")
+                        path, {"*"})
     if kind == "invalid":
         path.write_text(text[: rng.randrange(len(text))])
         return Mutation(f"{path.name} cut short", path, {"*"})

@@ -26,3 +26,13 @@ def test_the_fuzzer_catches_a_converter_that_trusts_headers(tmp_path, monkeypatc
     monkeypatch.setattr(source, "check_header", lambda header, data_len, where: None)  # the check before this work
     summary = fuzz_convert.fuzz(25, seed=7, workdir=tmp_path, echo=lambda line: None)
     assert summary["failures"], "header mutations went unnoticed without the header check"
+
+
+@pytest.mark.parametrize("seed, run", [(2, 23), (3, 30), (3, 528), (11, 787)])
+def test_the_wrong_typed_config_reproducers_are_refused_cleanly(tmp_path, seed, run):
+    """Once counted apart as KNOWN (a TypeError/ValueError traceback from a config reader): target vocab_size 'F32',
+    draft num_key_value_heads [[4]], EAGLE-3 num_hidden_layers [], architectures -1. Now clean refusals."""
+    lines = []
+    summary = fuzz_convert.fuzz(1, seed=seed, workdir=tmp_path, only=run, echo=lines.append)
+    assert summary["failures"] == [] and summary["refused"] == 1, lines
+    assert "config.json" in lines[0]

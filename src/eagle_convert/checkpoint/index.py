@@ -15,6 +15,7 @@ from ..io.safetensors import SAFETENSORS_DTYPES, nbytes_of
 from ..io.source import (
     SAFETENSORS_DTYPE_BYTES, FileSource, LocalSource, find_weights, read_json, read_safetensors_header
 )
+from .config_schema import check_config
 
 assert set(SAFETENSORS_DTYPES) == set(SAFETENSORS_DTYPE_BYTES) and all(
     dtype.itemsize == SAFETENSORS_DTYPE_BYTES[code] for code, dtype in SAFETENSORS_DTYPES.items())
@@ -56,7 +57,7 @@ class Checkpoint:
         if not source.exists("config.json"):
             raise LayoutError(f"{source.label} has no config.json.",
                               "Point to the folder that holds the model's config.json and weight files.")
-        self.config = read_json(source, "config.json")
+        self.config = read_config(source)
         self.weight_format, self.weight_map, self.files = find_weights(source)
         self._headers: dict[str, dict[str, TensorRef]] = {}
         self._pickles: dict[str, dict[str, torch.Tensor]] = {}
@@ -147,6 +148,14 @@ def _pickle_refusal(where: str, exc: Exception) -> CorruptCheckpointError:
         "the objects would run code from the file).",
         "Obtain a safetensors copy of the checkpoint from its publisher, or re-save its tensors as safetensors with "
         "a tool you trust (only if you trust the file itself: loading it runs its code).")
+
+
+def read_config(source: FileSource) -> dict:
+    """config.json, every key eagle-convert reads checked for its JSON type (config_schema.py) before any reader
+    sees it."""
+    config = read_json(source, "config.json")
+    check_config(config, source.describe("config.json"))
+    return config
 
 
 def config_dtype(config: dict) -> str | None:

@@ -4,9 +4,9 @@ config.json and the safetensors headers of the rank files of the stages that hol
 
 from __future__ import annotations
 
-from ..index import Checkpoint, TensorRef, config_dtype, parse_safetensors_header
+from ..index import Checkpoint, TensorRef, config_dtype, parse_safetensors_header, read_config
 from ...errors import LayoutError, MissingTensorError
-from ...io.source import FileSource, read_json
+from ...io.source import FileSource
 from ...spec import TARGET_EMBED, TARGET_LM_HEAD
 from .formats import RankLayout, detect
 from .shards import Gathered, check_head_entries, pad64, plan_gather
@@ -18,7 +18,7 @@ STAGE_OF = {TARGET_LM_HEAD: "last", TARGET_EMBED: "first"}
 
 def open_target_checkpoint(source: FileSource, pattern: str | None = None) -> Checkpoint:
     """A per-rank target when the folder is one (checked before any index is read), else the ordinary Checkpoint."""
-    config = read_json(source, "config.json") if source.exists("config.json") else None
+    config = read_config(source) if source.exists("config.json") else None
     layout = detect(source.files(), config, source.label, pattern)
     if layout is None:
         return Checkpoint(source)
