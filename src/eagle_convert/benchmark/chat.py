@@ -8,10 +8,10 @@ data drafts badly on raw text, and a wrong template reads as a broken conversion
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable
 
 import jinja2
 import jinja2.ext

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..checkpoint.index import Checkpoint
 from ..engines.prepare import prepare_draft
@@ -147,8 +147,8 @@ def _report(run: EngineRun, settings: dict, engine_block: dict) -> BenchReport:
 
 
 def _draft_kind(draft: str, target: str) -> str:
-    from ..draft.load import load_draft
     from ..checkpoint.open import open_input
+    from ..draft.load import load_draft
 
     return load_draft(open_input(draft, role="draft").checkpoint,
                       open_input(target, role="target").checkpoint.config).spec.kind

@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from ..engines.base import Generation, add_counters, zero_counters
 from ..runner.metrics import AcceptanceStats

@@ -4,8 +4,8 @@ baseline, and optionally the reference head (--reference-draft) on the same load
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 

@@ -72,7 +72,7 @@ def load_prompts(path: str | Path) -> list[Prompt]:
         except (ValueError, KeyError, TypeError) as error:
             raise PromptFileError(f"{path}, line {number}: not a prompt ({error}).",
                                   'Each line must be {"question_id": ..., "turns": ["..."]}, {"prompt": "..."} or '
-                                  '{"prompt_ids": [1, 2, ...]}.')
+                                  '{"prompt_ids": [1, 2, ...]}.') from error
         prompts.append(Prompt(str(item.get("question_id", item.get("id", number))), tuple(turns),
                               category=_category(item)))
     if not prompts:

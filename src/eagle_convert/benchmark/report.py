@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .gates import GateResult
 from ..runner.metrics import AcceptanceStats, merge_stats
 from ..runner.trees.metrics import merge_tree_stats
+from .gates import GateResult
 
 # 2: prompts gained category, prompt_ids_sha256 and accepted_per_round; the gate and reference blocks were added.
 # 3: settings.tree (the tree shape; mode "chain" for chains) and, for trees, acceptance.tree; k = the tree's levels.

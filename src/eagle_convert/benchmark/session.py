@@ -47,22 +47,23 @@ come.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 import torch
+
 from ..checkpoint.index import Checkpoint
-from ..errors import MissingTensorError, VerificationError
 from ..checkpoint.read import read_tensor
+from ..errors import MissingTensorError, VerificationError
 from ..io.source import LocalSource
-from .chat import ChatTokenizer, load_eos_token_ids
 from ..runner.model import TargetModel
-from .report import BenchReport, PromptReport  # noqa: F401 (re-exported)
-from .prompts import BUILTIN_PROMPTS, Prompt, PromptFileError, check_prompt_fits, load_prompts  # noqa: F401 (re-exported)
 from ..runner.text_model import runner_target
 from ..runner.trees.shapes import TreeShape
 from ..spec import DraftSpec
+from .chat import ChatTokenizer, load_eos_token_ids
+from .prompts import BUILTIN_PROMPTS, Prompt, PromptFileError, check_prompt_fits, load_prompts  # noqa: F401 (re-exported)
+from .report import BenchReport, PromptReport  # noqa: F401 (re-exported)
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}

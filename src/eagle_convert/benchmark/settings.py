@@ -3,9 +3,9 @@ through every layer), and the report's `settings` block, built by one function f
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from ..runner.trees.shapes import TreeOptions, TreeShape
 

@@ -56,8 +56,8 @@ def _row(name: str, shape: dict, data: dict, baseline_rate: float | None) -> dic
 def run_sweep(target: str, draft: str, *, k: int, prompts, num_prompts: int, shapes: list[TreeShape] | None = None,
               **bench_kwargs) -> dict:
     """Bench the chain and every shape; returns {baseline_tokens_per_s, rows, best, best_static}."""
-    from .session import load_prompts, BUILTIN_PROMPTS
     from .api import bench
+    from .session import BUILTIN_PROMPTS, load_prompts
 
     subset = (list(BUILTIN_PROMPTS) if prompts is None else load_prompts(prompts) if isinstance(prompts, str)
               else list(prompts))[:num_prompts]

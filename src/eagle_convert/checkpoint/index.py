@@ -13,7 +13,12 @@ from ..errors import CorruptCheckpointError, LayoutError, MissingTensorError
 from ..io.digest import torch_zip_records
 from ..io.safetensors import SAFETENSORS_DTYPES, nbytes_of
 from ..io.source import (
-    SAFETENSORS_DTYPE_BYTES, FileSource, LocalSource, find_weights, read_json, read_safetensors_header
+    SAFETENSORS_DTYPE_BYTES,
+    FileSource,
+    LocalSource,
+    find_weights,
+    read_json,
+    read_safetensors_header,
 )
 from .config_schema import check_config
 

@@ -6,9 +6,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .index import Checkpoint
 from ..errors import LayoutError
 from ..io.source import FileSource, LocalSource
+from .index import Checkpoint
 
 # `org/name` as the Hub spells repo ids (huggingface_hub's validate_repo_id): each part 1-96 characters of letters,
 # digits, `.`, `_` and `-`, starting with a letter or digit; no `--` or `..` anywhere, no trailing `.`. Anything else

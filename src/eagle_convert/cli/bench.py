@@ -8,9 +8,10 @@ from pathlib import Path
 
 import click
 
-from .errors import EXIT_GATE, handle_errors, paragraph
 from .engine import check_engine_usage, engine_from, engine_options, engine_requested
+from .errors import EXIT_GATE, handle_errors, paragraph
 from .tree import TREE_FLAGS, sweep_command, tree_options, tree_options_from, tree_report_lines
+
 
 def _fmt(value, spec: str = ".3f") -> str:
     return "-" if value is None else format(value, spec)

@@ -16,8 +16,8 @@ import torch
 from safetensors import safe_open
 
 from ..api import bench, convert, inspect
-from ..testing.tiny import DEMO_CONFIG, make_eagle1_head, make_target
 from ..checkpoint.read import read_tensor
+from ..testing.tiny import DEMO_CONFIG, make_eagle1_head, make_target
 
 DEMO_PROMPTS = [{"prompt": "t10 t11 t12 t13"}, {"prompt": "t40 t7 t99"}]
 

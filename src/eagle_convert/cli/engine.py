@@ -8,7 +8,6 @@ import functools
 
 import click
 
-
 ENGINES = ("ours", "vllm")
 
 

@@ -9,9 +9,9 @@ import json
 import click
 
 from .. import __version__
+from ..layouts import LAYOUTS, output_layouts
 from ..spec import FC_BIAS_MODES
 from .errors import handle_errors, paragraph
-from ..layouts import LAYOUTS, output_layouts
 
 DEFAULT_LAYOUT = "vllm-v0"  # the seed's layout, kept as the default (its note says which vLLM refuses it)
 

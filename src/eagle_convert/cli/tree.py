@@ -7,8 +7,8 @@ import json
 
 import click
 
-from .errors import handle_errors
 from ..runner.trees.shapes import TreeOptions
+from .errors import handle_errors
 
 _OPTIONS = [
     click.option("--tree", "tree", default="chain", show_default=True, metavar="SHAPE",

@@ -10,28 +10,35 @@ from pathlib import Path
 import torch
 
 from .. import __version__
-from . import finite
 from ..checkpoint.index import Checkpoint
-from .derive import FoldReport, fold_fc_bias, sampled_rows
-from ..layouts import get_layout
+from ..checkpoint.open import InputRef, absolute_if_local, open_input
+from ..checkpoint.ranks.gather import gather
+from ..checkpoint.ranks.shards import Gathered
+from ..checkpoint.read import read_rows, read_tensor
 from ..draft.load import DraftHead, load_draft
 from ..errors import OutputPathError, UnsupportedConversionError
 from ..io.digest import PREHASH, Digest
-from .prefetch import end_reads
 from ..io.overlap import find_overlap
-from ..checkpoint.read import read_rows, read_tensor
 from ..io.safetensors import tensor_bytes
+from ..io.units import parse_size
 from ..io.write import (
-    STAGING_OWNER, OutTensor, remove_stale_staging, shard, shard_names, staged_output, write_json, write_safetensors
+    STAGING_OWNER,
+    OutTensor,
+    remove_stale_staging,
+    shard,
+    shard_names,
+    staged_output,
+    write_json,
+    write_safetensors,
 )
+from ..layouts import get_layout
+from ..targets.quant import dequantize_fp8
+from ..targets.read import TargetInfo, read_target
+from . import finite
+from .derive import FoldReport, fold_fc_bias, sampled_rows
 from .modelcard import model_card
 from .plan import DEQUANT, FOLD, GATHER, ZEROS, Plan, PlannedTensor, build_plan
-from ..checkpoint.ranks.gather import gather
-from ..checkpoint.ranks.shards import Gathered
-from ..checkpoint.open import InputRef, absolute_if_local, open_input
-from ..targets.read import TargetInfo, read_target
-from ..targets.quant import dequantize_fp8
-from ..io.units import parse_size
+from .prefetch import end_reads
 from .validate import check_vocab_map
 
 EMBED_SAMPLE_ROWS = 64  # rows compared between a draft's embedding copy and the target's (reads ~64 rows, not V)
@@ -150,8 +157,8 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     result.embedding_check = compare_embeddings(head, target_info, plan, always=always)
     if rule and result.embedding_check and result.embedding_check["equal"] is False:
         check = result.embedding_check
-        difference = check.get("message") or "max |diff| %g on %d sampled rows" % (check["max_abs_diff"],
-                                                                                  check["rows_compared"])
+        difference = check.get("message") or (f"max |diff| {check['max_abs_diff']:g} on {check['rows_compared']} "
+                                              "sampled rows")
         raise UnsupportedConversionError(rule.refusal.format(difference=difference), rule.hint)
     result.notes += remove_stale_staging(Path(out))
     _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,

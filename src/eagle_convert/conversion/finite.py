@@ -11,12 +11,12 @@ from __future__ import annotations
 import torch
 
 from ..checkpoint.index import Checkpoint
-from ..errors import NonFiniteError
-from ..checkpoint.read import read_tensor
-from ..io.write import count_nonfinite
-from .plan import DEQUANT, FOLD, PlannedTensor
 from ..checkpoint.ranks.gather import gather
 from ..checkpoint.ranks.shards import Gathered
+from ..checkpoint.read import read_tensor
+from ..errors import NonFiniteError
+from ..io.write import count_nonfinite
+from .plan import DEQUANT, FOLD, PlannedTensor
 
 ALLOW_HINT = ("The values are in the source files, not made by eagle-convert: re-export or retrain the head (or "
               "use an intact copy of the target); or pass --allow-nonfinite to write them as they are (the provenance "

@@ -8,16 +8,16 @@ from typing import NamedTuple
 
 import torch
 
-from ..io.safetensors import SAFETENSORS_CODES, nbytes_of
 from ..checkpoint.index import TensorRef
+from ..checkpoint.ranks.shards import Gathered
 from ..draft.load import DraftHead
 from ..errors import UnsupportedConversionError
+from ..io.safetensors import SAFETENSORS_CODES, nbytes_of
 from ..layouts import OutputContext, get_layout
 from ..layouts.base import DerivedTensor
-from ..checkpoint.ranks.shards import Gathered
 from ..spec import DraftSpec
-from ..targets.read import DTYPE_NAMES, TargetInfo
 from ..targets.quant import StoredWeight
+from ..targets.read import DTYPE_NAMES, TargetInfo
 
 FOLD = "fold_fc_bias"  # E' = E + W_e^-1 b: the fc bias moved into a draft-specific embedding
 ZEROS = "zeros"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from ..io import background
 from ..io.digest import PREHASH, tensor_ranges
-from ..spec import TARGET_EMBED, TARGET_LM_HEAD
-from ..targets import FAMILIES
 from ..io.readahead import WARMER
 from ..io.source import LocalSource, find_weights, read_json, read_safetensors_header
+from ..spec import TARGET_EMBED, TARGET_LM_HEAD
+from ..targets import FAMILIES
 
 # An untied target's LM head, then a tied one's embedding, in every family's namings (targets/; torch-free).
 LM_HEAD_NAMES = tuple(dict.fromkeys([TARGET_LM_HEAD, *(n.lm_head for f in FAMILIES.values() for n in f.namings),

@@ -9,7 +9,6 @@ from ..errors import LayoutError, ShapeMismatchError
 from ..spec import DraftSpec
 from ..targets.read import TargetInfo
 
-
 COUNT_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 from ..checkpoint.index import Checkpoint, TensorRef
 from ..errors import LayoutError, ShapeMismatchError, UnexpectedTensorError
+from ..kinds import KINDS, kind_of
 from ..layouts import CANONICAL_NAMES, Layout, detect_layout
 from ..layouts.base import matches_any
 from ..layouts.modelopt import modelopt_refusal
-from .variants import detect_eagle3, mla_refusal
-from ..kinds import KINDS, kind_of
 from ..spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec
+from .variants import detect_eagle3, mla_refusal
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ different numbers, and the two engines never share a stream."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

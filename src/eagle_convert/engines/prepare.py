@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..draft.load import DraftHead, load_draft
 from ..checkpoint.open import open_input
+from ..draft.load import DraftHead, load_draft
 from ..layouts.registry import served_as_stored
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -83,7 +82,7 @@ class ServerEngine:
                               "4xx: check that the server serves --target with a speculative head and accepts token "
                               "ids (the prompt must fit its --max-model-len); 5xx: the server's own log has the "
                               "cause.") from error
-        except (socket.timeout, TimeoutError) as error:
+        except TimeoutError as error:
             raise EngineError(f"The vLLM server did not answer {what} within {timeout_s:.0f} s.",
                               "Check that it is up and not overloaded, then retry.") from error
         except (urllib.error.URLError, OSError) as error:

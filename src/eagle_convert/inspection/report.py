@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..io.safetensors import SAFETENSORS_CODES
 from ..checkpoint.index import config_dtype
-from ..draft.load import DraftHead, load_draft
-from ..errors import EagleConvertError
-from ..layouts import LAYOUTS
 from ..checkpoint.open import open_input
 from ..checkpoint.ranks.checkpoint import RankedCheckpoint
+from ..draft.load import DraftHead, load_draft
+from ..errors import EagleConvertError
+from ..io.safetensors import SAFETENSORS_CODES
+from ..layouts import LAYOUTS
 from ..targets.read import TargetInfo, read_target
 from .target import describe_target, looks_like_target
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from ..checkpoint.index import Checkpoint
 from ..errors import EagleConvertError, ShapeMismatchError
 from ..layouts.registry import detect_layout
-from ..targets.read import read_target
 from ..targets import CAUSAL_LM, family_for
 from ..targets.quant import quantization_summary, stored_names
+from ..targets.read import read_target
 
 
 def looks_like_target(ckpt: Checkpoint) -> bool:

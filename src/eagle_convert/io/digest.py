@@ -18,8 +18,8 @@ import zipfile
 from collections import deque
 from concurrent.futures import Future
 
-from .interrupts import wait_for
 from . import background
+from .interrupts import wait_for
 from .source import LocalSource, find_weights, read_safetensors_header
 
 HASH_STEP = 16 << 20  # bytes hashed between two looks at background.CANCEL (~20 ms of one core)

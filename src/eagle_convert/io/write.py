@@ -28,11 +28,10 @@ from pathlib import Path
 import numpy
 import torch
 
-from . import interrupts
-from .safetensors import SAFETENSORS_CODES, nbytes_of
 from ..errors import OutputPathError, VerificationError
+from . import interrupts
 from .interrupts import pause_for_test
-from .safetensors import tensor_bytes
+from .safetensors import SAFETENSORS_CODES, nbytes_of, tensor_bytes
 
 
 @dataclass(frozen=True)

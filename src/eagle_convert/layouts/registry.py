@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import LayoutError
 from ..kinds import KINDS
 
-LAYOUTS: dict[str, "Layout"] = {}  # noqa: F821  (filled by @register, in detection order)
+LAYOUTS: dict[str, Layout] = {}  # noqa: F821  (filled by @register, in detection order)
 
 
 def register(cls):

@@ -8,8 +8,17 @@ import re
 import shlex
 
 from ..spec import EAGLE1, EAGLE3, DraftSpec
-from .base import (EAGLE1_NAMES, EAGLE3_NAMES, LAYER, DerivedTensor, EmbeddingRule, Layout, OutputContext,
-                   base_inner_config, rename_prefix)
+from .base import (
+    EAGLE1_NAMES,
+    EAGLE3_NAMES,
+    LAYER,
+    DerivedTensor,
+    EmbeddingRule,
+    Layout,
+    OutputContext,
+    base_inner_config,
+    rename_prefix,
+)
 from .registry import register
 from .vllm import eagle3_output_roles
 

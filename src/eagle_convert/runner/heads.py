@@ -10,16 +10,24 @@ previous chain step (EAGLE-1: the predicted feature, run through fc again; EAGLE
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError
-from eagle_convert.runner.layers import TreeAttention
 from eagle_convert.runner.layers import (
-    GetTensor, RotaryTable, as_positions, cast_reader, load_attention, load_mlp, owned_copy, rms_norm, rope_inv_freq,
+    GetTensor,
+    RotaryTable,
+    TreeAttention,
+    as_positions,
+    cast_reader,
+    load_attention,
+    load_mlp,
+    owned_copy,
+    rms_norm,
+    rope_inv_freq,
 )
 from eagle_convert.runner.model import TargetOutput, rope_from_hf
 from eagle_convert.spec import DraftSpec, default_aux_layer_ids

@@ -9,8 +9,8 @@ keys at positions <= the query's). Rollback is therefore just the caller choosin
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F

@@ -12,8 +12,8 @@ With no rounds at all the ratios are undefined: they are NaN here and null in `t
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 
 @dataclass(frozen=True)

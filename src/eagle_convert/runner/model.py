@@ -12,19 +12,32 @@ feature, HF `hidden_states[-1]`) and the concatenated inputs of the aux layers (
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from eagle_convert.errors import UnsupportedModelError
-from eagle_convert.runner.layers import (
-    Attention, GetTensor, Mlp, RotaryTable, TreeAttention, as_positions, cast_reader, load_attention, load_mlp, rms_norm,
-    rope_inv_freq,
-)
 from eagle_convert.runner.architectures import (
-    ALWAYS, ARCHITECTURES, FROM_CONFIG, SUPPORTED_ARCHITECTURES, supported_targets_line,
+    ALWAYS,
+    ARCHITECTURES,
+    FROM_CONFIG,
+    SUPPORTED_ARCHITECTURES,
+    supported_targets_line,
+)
+from eagle_convert.runner.layers import (
+    Attention,
+    GetTensor,
+    Mlp,
+    RotaryTable,
+    TreeAttention,
+    as_positions,
+    cast_reader,
+    load_attention,
+    load_mlp,
+    rms_norm,
+    rope_inv_freq,
 )
 from eagle_convert.runner.moe import MoeMlp, is_moe_layer, load_moe
 
@@ -176,7 +189,7 @@ class TargetModel:
             self.layers.append(_Layer(get(prefix + "input_layernorm.weight"), attention,
                                       get(prefix + "post_attention_layernorm.weight"), mlp))
 
-    def with_aux_layer_ids(self, aux_layer_ids: Sequence[int]) -> "TargetModel":
+    def with_aux_layer_ids(self, aux_layer_ids: Sequence[int]) -> TargetModel:
         """The same model (weights and caches shared) returning the inputs of other aux layers: two heads that read
         different layers are benched on one loaded target, one after the other."""
         other = copy.copy(self)

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-
 # model_type -> (block prefix under the layer, per-expert names of gate / up / down)
 EXPERT_NAMES = {
     "qwen3_moe": ("mlp.", ("gate_proj", "up_proj", "down_proj")),

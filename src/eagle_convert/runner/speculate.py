@@ -15,8 +15,8 @@ positions: nothing is copied or truncated.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 

@@ -4,14 +4,15 @@ any family the runner does not implement refused, naming the engine bench as the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from ..checkpoint.index import Checkpoint
 from eagle_convert.errors import UnsupportedModelError
-from ..targets.read import find_names
 from eagle_convert.targets import TargetFamily, family_for
 from eagle_convert.targets.quant import quantization_summary
+
+from ..checkpoint.index import Checkpoint
+from ..targets.read import find_names
 from .architectures import runner_families_line
 
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved")

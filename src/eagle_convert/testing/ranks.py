@@ -19,8 +19,8 @@ import torch
 from safetensors.torch import save_file
 
 from ..checkpoint.index import config_dtype
-from ..spec import TARGET_EMBED, TARGET_LM_HEAD
 from ..checkpoint.ranks.formats import TRTLLM
+from ..spec import TARGET_EMBED, TARGET_LM_HEAD
 
 NORM = "model.norm.weight"
 
@@ -74,8 +74,8 @@ def save_vllm_ranks(folder: Path, config: dict, tensors: dict[str, torch.Tensor]
                 state[NORM] = cast(tensors[NORM]).clone()
                 if lm_head_module:
                     state[TARGET_LM_HEAD] = heads[r]
-            name = (lambda k: f"model-rank-{r}-part-{k}.safetensors") if pp == 1 else \
-                (lambda k: f"model-pp-{stage}-tp-{r}-part-{k}.safetensors")
+            stem = f"model-rank-{r}" if pp == 1 else f"model-pp-{stage}-tp-{r}"
+            name = lambda k, stem=stem: f"{stem}-part-{k}.safetensors"  # noqa: E731 (called per part)
             _save_parts(folder, name, state, max_size)
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     if stale_index:  # the save script copies the source's index, which now names files that are not there

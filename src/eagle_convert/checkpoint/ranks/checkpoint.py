@@ -4,10 +4,10 @@ config.json and the safetensors headers of the rank files of the stages that hol
 
 from __future__ import annotations
 
-from ..index import Checkpoint, TensorRef, config_dtype, parse_safetensors_header, read_config
 from ...errors import LayoutError, MissingTensorError
 from ...io.source import FileSource
 from ...spec import TARGET_EMBED, TARGET_LM_HEAD
+from ..index import Checkpoint, TensorRef, config_dtype, parse_safetensors_header, read_config
 from .formats import RankLayout, detect
 from .shards import Gathered, check_head_entries, pad64, plan_gather
 

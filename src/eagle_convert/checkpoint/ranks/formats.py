@@ -151,7 +151,7 @@ def _check_complete(found: dict[tuple[int, int], dict[int, str]], pp: int, tp: i
     for key, parts in sorted(found.items()):
         if sorted(parts) != list(range(len(parts))):
             raise LayoutError(f"The per-rank target {label} has parts {sorted(parts)} for "
-                              f"{'pp %d tp %d' % key if pp > 1 else 'rank %d' % key[1]}: part numbers must run "
+                              f"{f'pp {key[0]} tp {key[1]}' if pp > 1 else f'rank {key[1]}'}: part numbers must run "
                               "0..k-1.", "Copy every part file of the save.")
 
 

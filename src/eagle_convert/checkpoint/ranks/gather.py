@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from ..index import Checkpoint
 from ...errors import LayoutError
+from ..index import Checkpoint
 from ..read import read_tensor
 from .shards import REEXPORT, Gathered
 

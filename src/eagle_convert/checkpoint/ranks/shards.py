@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..index import TensorRef
-from ...io.safetensors import nbytes_of
 from ...errors import LayoutError, ShapeMismatchError
+from ...io.safetensors import nbytes_of
+from ..index import TensorRef
 
 REEXPORT = "Re-save the target (same TP size) or export it to Hugging Face format, then convert against that."
 

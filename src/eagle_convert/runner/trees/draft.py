@@ -20,8 +20,8 @@ import torch
 
 from ..heads import DraftHead, DraftOutput
 from ..layers import TreeAttention
-from .tree import DraftTree, select_top_nodes
 from .shapes import TreeShape
+from .tree import DraftTree, select_top_nodes
 
 
 class TreeExpansion:

@@ -13,8 +13,8 @@ and what only trees have:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from ..metrics import AcceptanceStats
 

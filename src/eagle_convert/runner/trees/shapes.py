@@ -75,7 +75,7 @@ class TreeShape:
         return self.top_k if self.mode == "dynamic" else 1 + max((c[-1] for c in self.choices), default=0)
 
     @staticmethod
-    def chain(k: int) -> "TreeShape":
+    def chain(k: int) -> TreeShape:
         """A k-token chain: the degenerate tree, and what every engine bench drafts."""
         return TreeShape("chain", "chain", k=k)
 

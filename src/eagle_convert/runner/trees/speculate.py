@@ -9,17 +9,17 @@ its context only ever holds the target's own features.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 
 from ..heads import DraftHead
 from ..model import TargetModel
 from ..speculate import choose_token, emit_tokens, token_probs
-from .tree import accept_greedy_tree, accept_sampled_tree
 from .draft import draft_tree
 from .shapes import TreeShape
+from .tree import accept_greedy_tree, accept_sampled_tree
 from .verify import commit_path, verify_tree
 
 
