@@ -18,7 +18,7 @@ from ..runner.report import BenchReport
 from ..runner.tree_shapes import TreeShape
 from .loop import build_report, run_baseline, run_speculative
 from .prepare import prepare_draft
-from .vllm_offline import VllmOffline, find_python
+from .vllm_offline import VllmOffline, find_python, llm_args
 
 DEFAULT_MAX_MODEL_LEN = 4096  # capped by the target's max_position_embeddings; --engine-arg max_model_len=N
 
@@ -104,9 +104,8 @@ def _bench_offline(target: str, draft: str, session, *, python: str, tp: int, ex
     decode = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     with tempfile.TemporaryDirectory(prefix="eagle-convert-engine-draft-") as workdir:
         prepared = prepare_draft(draft, target, Path(workdir), drop=tuple(drop), **hub)
-        common = {"model": str(Path(target).resolve()), "dtype": dtype, "max_model_len": _max_model_len(target),
-                  "seed": seed, "tensor_parallel_size": tp, "max_num_seqs": 4, "disable_log_stats": False,
-                  "skip_tokenizer_init": True, **extra}
+        common = llm_args(target, dtype=dtype, max_model_len=_max_model_len(target), seed=seed,
+                          tensor_parallel_size=tp, extra=extra)
         spec_kwargs = {**common, "speculative_config": prepared.speculative_config(k)}
         with VllmOffline(python, spec_kwargs, what="vLLM (speculative decoding)") as engine:
             info = engine.start()
