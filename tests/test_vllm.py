@@ -61,7 +61,8 @@ def vllm_counters(draft, *, target=None, method=None, cwd=None, prompt_ids=PROMP
     else:
         model, spec = draft, {"num_speculative_tokens": k}  # vLLM merges this, then locks the method and model
     kwargs = {**llm_args(model, dtype="float32", max_model_len=max_model_len, seed=0), "speculative_config": spec}
-    with contextlib.chdir(cwd or os.getcwd()), VllmOffline(VLLM_PYTHON, kwargs, what="vLLM (speculative decoding)") as engine:
+    engine = VllmOffline(VLLM_PYTHON, kwargs, what="vLLM (speculative decoding)")
+    with contextlib.chdir(cwd or os.getcwd()), engine:
         info = engine.start()
         runs = [engine.generate(ids, max_new_tokens=max_tokens, temperature=0.0, seed=0, stop_token_ids=())
                 for ids in prompt_ids]
