@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from click.testing import CliRunner
 
 from eagle_convert.cli.main import main
 from eagle_convert.benchmark import compare
-from eagle_convert.engines import process, vllm_server
+from eagle_convert.engines import process, vllm_server, vllm_worker
 from eagle_convert.benchmark.engine_bench import parse_engine_args
 from eagle_convert.engines.base import stats_from_counters
 from eagle_convert.errors import EngineError
@@ -63,6 +64,36 @@ def test_inconsistent_counters_are_refused():
         stats_from_counters(3, bad)
     with pytest.raises(EngineError, match="positions"):
         stats_from_counters(2, {**bad, "num_accepted_tokens_per_pos": [1, 1, 1]})
+
+
+class _Metric:
+    def __init__(self, name, value=None, values=None):
+        self.name, self.value, self.values = name, value, values
+
+
+def _fake_vllm_reader(monkeypatch):
+    """The two metric classes the worker reads, where vLLM keeps them, so that it runs here without vLLM."""
+    reader = types.ModuleType("vllm.v1.metrics.reader")
+    reader.Counter = type("Counter", (_Metric,), {})
+    reader.Vector = type("Vector", (_Metric,), {})
+    monkeypatch.setitem(sys.modules, "vllm.v1.metrics.reader", reader)
+    return reader
+
+
+def test_the_worker_sums_vllms_counters_and_refuses_none(monkeypatch):
+    """The worker (engines/vllm_worker.py) sums each counter over engines; a vLLM that exposes none (as with
+    disable_log_stats=True) is an error, not zeros that would read as "nothing accepted"."""
+    reader = _fake_vllm_reader(monkeypatch)
+    metrics = [reader.Counter(f"vllm:spec_decode_{name}", value) for name, value in
+               [("num_drafts", 4), ("num_draft_tokens", 12), ("num_accepted_tokens", 5), ("num_drafts", 1)]]
+    metrics.append(reader.Vector("vllm:spec_decode_num_accepted_tokens_per_pos", values=[3, 2, 0]))
+    llm = types.SimpleNamespace(get_metrics=lambda: metrics)
+    assert vllm_worker.read_counters(llm, 3) == {"num_drafts": 5, "num_draft_tokens": 12, "num_accepted_tokens": 5,
+                                                 "num_accepted_tokens_per_pos": [3, 2, 0]}
+    with pytest.raises(RuntimeError, match="expected k=2"):
+        vllm_worker.read_counters(llm, 2)
+    with pytest.raises(RuntimeError, match="no spec-decode counters .*disable_log_stats=False"):
+        vllm_worker.read_counters(types.SimpleNamespace(get_metrics=lambda: [metrics[-1]]), 3)
 
 
 def test_engine_args_parse_json_values_and_refuse_what_bench_sets():

@@ -9,6 +9,8 @@ are first rewritten in the *released* layouts (SafeAILab EAGLE-1 `.bin` with an 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -18,6 +20,8 @@ from pathlib import Path
 import pytest
 
 import eagle_convert
+from eagle_convert.engines.base import add_counters, zero_counters
+from eagle_convert.engines.vllm_offline import VllmOffline, llm_args
 from release_pair import PROMPTS, build_releases
 
 pytestmark = pytest.mark.vllm
@@ -47,13 +51,27 @@ def our_counters(target, draft, prompts, *, k=K, max_tokens=MAX_TOKENS) -> list[
 
 
 def vllm_counters(draft, *, target=None, method=None, cwd=None, prompt_ids=PROMPTS, k=K, max_tokens=MAX_TOKENS,
-                  extra_args=()) -> dict:
-    args = [VLLM_PYTHON, str(ROOT / "scripts" / "vllm_spec_run.py"), "--draft", str(draft), "-k", str(k),
-            "--max-tokens", str(max_tokens), "--prompt-ids", json.dumps(prompt_ids), *extra_args]
-    args += ["--target", str(target), "--method", method] if method else ["--speculators"]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, cwd=cwd)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+                  max_model_len=256) -> dict:
+    """vLLM's tokens and counters per prompt, from the worker `bench --engine vllm` runs (engines/vllm_worker.py, in
+    VLLM_PYTHON, with bench's LLM arguments), one prompt at a time. With `method` the draft is served beside
+    `target`, as bench serves it; without, the draft is a speculators folder served as the model itself (vLLM finds
+    the verifier in its speculators_config and takes the method from it). `cwd`: the folder vLLM starts in."""
+    if method:
+        model, spec = target, {"method": method, "model": str(Path(draft).resolve()), "num_speculative_tokens": k}
+    else:
+        model, spec = draft, {"num_speculative_tokens": k}  # vLLM merges this, then locks the method and model
+    kwargs = {**llm_args(model, dtype="float32", max_model_len=max_model_len, seed=0), "speculative_config": spec}
+    engine = VllmOffline(VLLM_PYTHON, kwargs, what="vLLM (speculative decoding)")
+    with contextlib.chdir(cwd or os.getcwd()), engine:
+        info = engine.start()
+        runs = [engine.generate(ids, max_new_tokens=max_tokens, temperature=0.0, seed=0, stop_token_ids=())
+                for ids in prompt_ids]
+    ran = info["speculative_config"]
+    expected = method or json.loads((Path(draft) / "config.json").read_text())["speculators_model_type"]
+    assert ran is not None and ran["method"] == expected and ran["num_speculative_tokens"] == k, ran
+    per_prompt = [run.counters for run in runs]
+    return {"outputs": [run.tokens for run in runs], "per_prompt": per_prompt,
+            **functools.reduce(add_counters, per_prompt, zero_counters(k)), "vllm_version": info["version"]}
 
 
 def assert_same(ours: list[dict], theirs: dict):
@@ -109,5 +127,6 @@ def test_negative_control_a_dropped_fc_bias_changes_vllm_counters(releases, tmp_
     eagle_convert.convert(str(releases["eagle1"]), str(releases["target"]), out, to="vllm", fc_bias="drop",
                           dtype="float32")
     ours = our_counters(releases["target"], releases["eagle1"], releases["prompts"])
+    theirs = vllm_counters(out, target=releases["target"], method="eagle")  # outside: only the comparison may fail
     with pytest.raises(AssertionError):
-        assert_same(ours, vllm_counters(out, target=releases["target"], method="eagle"))
+        assert_same(ours, theirs)

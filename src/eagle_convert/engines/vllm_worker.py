@@ -10,9 +10,12 @@ stdout and stderr, which the caller sends to a log file):
           | null, "start_s"}
   {"op": "generate", "ids": [...], "max_tokens", "temperature", "seed", "stop_token_ids": [...]}
       -> {"ok": true, "tokens": [...], "seconds", "counters": {num_drafts, num_draft_tokens, num_accepted_tokens,
-          num_accepted_tokens_per_pos}}   (the counters this one request moved; all zero without speculation)
+          num_accepted_tokens_per_pos}}   (the counters this one request moved; null without speculation)
 Any failure -> {"ok": false, "error": "Type: message"} and exit 1. End of stdin -> the engine is shut down, exit 0.
-The caller's `dtype: "auto"` means float32 on vLLM's CPU backend and bfloat16 elsewhere, as bench does."""
+The caller's `dtype: "auto"` means float32 on vLLM's CPU backend and bfloat16 elsewhere, as bench does.
+
+This is the one vLLM driver: the real-vLLM tests (tests/test_vllm*.py) run it too, through vllm_offline.VllmOffline,
+so what they check is what `bench --engine vllm` runs."""
 
 from __future__ import annotations
 
@@ -27,18 +30,22 @@ PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
 
 
 def read_counters(llm, k: int) -> dict:
-    """vLLM's four spec-decode counters, summed over engines and labels (zeros without speculation)."""
+    """vLLM's four spec-decode counters, summed over engines and labels. Called only while speculating."""
     from vllm.v1.metrics.reader import Counter, Vector
 
     out = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0, "num_accepted_tokens_per_pos": [0] * k}
+    seen = False
     for metric in llm.get_metrics():
         if metric.name in COUNTERS and isinstance(metric, Counter):
+            seen = True
             out[COUNTERS[metric.name]] += int(metric.value)
         elif metric.name == PER_POSITION and isinstance(metric, Vector):
             values = [int(v) for v in metric.values]
             if len(values) != k:  # padding or cutting it would change the per-position counts in silence
                 raise RuntimeError(f"vLLM's per-position acceptance vector has {len(values)} entries, expected k={k}")
             out["num_accepted_tokens_per_pos"] = [a + b for a, b in zip(out["num_accepted_tokens_per_pos"], values)]
+    if not seen:  # zeros here would read as "nothing accepted": a number nobody measured
+        raise RuntimeError("vLLM exposes no spec-decode counters (they need disable_log_stats=False)")
     return out
 
 
