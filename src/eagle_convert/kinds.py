@@ -39,7 +39,8 @@ class _Eagle3Names:
                         r"mlp\.(gate|up|down)_proj\.weight|(input_layernorm|post_attention_layernorm|hidden_norm)\.weight)")
 
     def __contains__(self, name: str) -> bool:
-        if name in EAGLE3_BASE_NAMES or name in ("input_norm.weight", "fc.bias") or re.fullmatch(r"fc_norm\.\d+\.weight", name):
+        if (name in EAGLE3_BASE_NAMES or name in ("input_norm.weight", "fc.bias")
+                or re.fullmatch(r"fc_norm\.\d+\.weight", name)):
             return True
         m = self._LAYER.fullmatch(name)
         return bool(m) and not (m.group(1) != "0" and m.group(4) == "hidden_norm")

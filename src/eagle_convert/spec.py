@@ -89,7 +89,8 @@ class DraftSpec:
         base = "EAGLE 3.1" if self.fc_norm or self.norm_output else "EAGLE-3"
         flags = [name for name, on in (
             ("norm_before_fc", self.norm_before_fc), ("fc_norm", self.fc_norm), ("norm_output", self.norm_output),
-            ("norm_before_residual", self.norm_before_residual), ("use_aux_hidden_state=false", not self.use_aux_hidden_state),
+            ("norm_before_residual", self.norm_before_residual),
+            ("use_aux_hidden_state=false", not self.use_aux_hidden_state),
             (f"{self.num_aux_states} aux states", self.use_aux_hidden_state and self.num_aux_states != 3),
             (f"{self.num_layers} layers", self.num_layers > 1), ("Qwen3 attention (q_norm/k_norm)", self.qk_norm),
             ("target's LM head", self.lm_head_from_target), ("fc bias", self.fc_bias),

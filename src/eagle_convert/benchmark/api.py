@@ -71,12 +71,13 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
 
     if not Path(target).is_dir():
         raise LayoutError(f"The bench target {target!r} is not a local folder.",
-                          "bench runs the whole target: download it first (e.g. `hf download ORG/NAME --local-dir DIR`) "
-                          "and pass the folder.")
+                          "bench runs the whole target: download it first "
+                          "(e.g. `hf download ORG/NAME --local-dir DIR`) and pass the folder.")
     stored = read_stored_report(gates.reference_report, gates.max_tau_drop)
     target_ckpt = open_input(target, role="target").checkpoint
     if isinstance(target_ckpt, RankedCheckpoint):
-        raise LayoutError(f"The bench target {target} is saved per tensor-parallel rank ({target_ckpt.summary_line()}).",
+        raise LayoutError(f"The bench target {target} is saved per tensor-parallel rank "
+                          f"({target_ckpt.summary_line()}).",
                           "bench runs the whole target: pass the Hugging Face checkpoint it was saved from (convert "
                           "accepts the per-rank folder; bench needs every layer, unsharded).")
     target_info = read_target(target_ckpt)
@@ -192,7 +193,8 @@ def why_not_exact(head, reference, target) -> str | None:
         if source is None:
             continue
         stored = source().dtype
-        if name == "embed_tokens.weight" and reference.spec.fc_bias and not head.spec.fc_bias and ref.dtype != torch.float32:
+        if (name == "embed_tokens.weight" and reference.spec.fc_bias and not head.spec.fc_bias
+                and ref.dtype != torch.float32):
             return (f"its fc bias was folded into a {str(ref.dtype).removeprefix('torch.')} embedding, which rounds "
                     "differently from the released embedding and bias")
         if ref.dtype.itemsize < stored.itemsize:

@@ -123,7 +123,8 @@ class ChatTokenizer:
             raise FileNotFoundError(f"{model_dir} has no tokenizer.json; the bench tokenizes with the target's own "
                                     "fast tokenizer file")
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        config = {**_read_json(model_dir / "special_tokens_map.json"), **_read_json(model_dir / "tokenizer_config.json")}
+        config = {**_read_json(model_dir / "special_tokens_map.json"),
+                  **_read_json(model_dir / "tokenizer_config.json")}
         special = {name: _token_text(config[name]) for name in SPECIAL_TOKEN_NAMES if config.get(name) is not None}
         return cls(tokenizer, load_chat_template(model_dir), special, load_eos_token_ids(model_dir, tokenizer))
 

@@ -135,16 +135,19 @@ def reference_draft(report, reference, label: str, inexact: str | None = None) -
                      None)
         details["first_difference"] = first
         if first is None:
-            return GateResult("reference_draft", True, f"every draft, verify round and token equals the reference head's "
+            return GateResult("reference_draft", True,
+                              f"every draft, verify round and token equals the reference head's "
                               f"({label}, τ = {_fmt(ref_tau)}): the conversion changed nothing the head decides.",
                               details)
         # Prompts, turns and rounds are counted from 0 (as in --json), draft steps from 1 (step 1 = first draft).
         where = (f"prompt {first['prompt']!r}, turn {first['turn']}, "
                  + (f"round {first['round']}" if first["round"] is not None else "after its last round"))
-        what = (f"the converted head had {first['accepted']} drafts accepted, the reference {first['reference_accepted']}"
+        what = (f"the converted head had {first['accepted']} drafts accepted, "
+                f"the reference {first['reference_accepted']}"
                 if first["round"] is not None else first["message"])
         if "draft_step" in first:
-            what += (f"; at draft step {first['draft_step'] + 1} it drafted token {first['drafted'][first['draft_step']]}"
+            what += (f"; at draft step {first['draft_step'] + 1} it drafted token "
+                     f"{first['drafted'][first['draft_step']]}"
                      f" (top-2 logit margin {first['margin']:.3g}), the reference token "
                      f"{first['reference_drafted'][first['draft_step']]} (margin {first['reference_margin']:.3g})")
         return GateResult("reference_draft", False, (

@@ -116,8 +116,8 @@ class BenchReport:
             sum(p.generated_tokens for p in self.prompts), sum(p.wall_time_s for p in self.prompts),
             sum(p.baseline_generated_tokens for p in self.prompts) if baseline else None,
             sum(p.baseline_wall_time_s for p in self.prompts) if baseline else None)}
-        data = {"schema_version": SCHEMA_VERSION, "settings": self.settings, "overall": overall, "lossless": self.lossless,
-                "prompts": [p.to_dict() for p in self.prompts],
+        data = {"schema_version": SCHEMA_VERSION, "settings": self.settings, "overall": overall,
+                "lossless": self.lossless, "prompts": [p.to_dict() for p in self.prompts],
                 "gate": {"passed": self.passed, "checks": [g.to_dict() for g in self.gates],
                          "min_acceptance_length": self.min_acceptance_length}}
         if self.engine is not None:
@@ -126,7 +126,8 @@ class BenchReport:
             data["reference"] = {"settings": self.reference.settings,
                                  "overall": {"acceptance": self.reference.stats.to_dict()},
                                  "prompts": [{"id": p.id, "category": p.category, "acceptance": p.stats.to_dict(),
-                                              "accepted_per_round": p.accepted_per_turn} for p in self.reference.prompts]}
+                                              "accepted_per_round": p.accepted_per_turn}
+                                             for p in self.reference.prompts]}
         if self.compare is not None:
             data["compare"] = self.compare
         return data

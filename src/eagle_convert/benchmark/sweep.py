@@ -3,8 +3,8 @@
 The chain (-k) runs first, with plain decoding as the baseline; then every shape runs without one (the output is the
 same tokens, lossless), and its speedup is against that one baseline. Dynamic shapes (SGLang can serve them) come
 from N x depth x top-k, skipping those whose N cannot fit; static shapes with the same number of children for every
-node of a level are the trees vLLM drafts as declared (docs/design/tree-drafting.md, "vLLM tree mode"), so the best of those is
-what to pass as `speculative_token_tree`.
+node of a level are the trees vLLM drafts as declared (docs/design/tree-drafting.md, "vLLM tree mode"), so the best
+of those is what to pass as `speculative_token_tree`.
 """
 
 from __future__ import annotations

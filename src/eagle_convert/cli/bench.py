@@ -51,8 +51,8 @@ def _fmt(value, spec: str = ".3f") -> str:
 @tree_options
 @engine_options
 def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, ignore_eos,
-          no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path, threads, drop,
-          as_json, quiet, **options):
+          no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path, threads,
+          drop, as_json, quiet, **options):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
     tree_flags = {name: options.pop(name) for name in TREE_FLAGS}
     engine_flags = options
@@ -135,7 +135,8 @@ def human_report(data: dict) -> str:
 
     def row(name: str, acc: dict, p: dict) -> str:
         return (f"{name:<12} {acc['drafts']:>6} {acc['drafted']:>7} {acc['accepted']:>8} "
-                f"{_fmt(acc['mean_acceptance_length']):>6} {_fmt(acc['acceptance_rate']):>6} {p['generated_tokens']:>6} "
+                f"{_fmt(acc['mean_acceptance_length']):>6} {_fmt(acc['acceptance_rate']):>6} "
+                f"{p['generated_tokens']:>6} "
                 f"{_fmt(p['tokens_per_s'], '.1f'):>8} {_fmt(p['baseline_tokens_per_s'], '.1f'):>10} "
                 f"{_fmt(p['speedup'], '.2f'):>7}")
 
@@ -150,8 +151,9 @@ def human_report(data: dict) -> str:
         lines.insert(1, engine_line(data["engine"]))
     ll = data["lossless"]
     lines.append({"exact": "lossless: speculative output identical to plain greedy decoding (fp32)",
-                  "first_divergence": f"lossless: {'identical' if ll['identical'] else 'diverged in ' + str(ll['diverged_prompts'])} "
-                                      "(half precision: near-ties may flip; see first_divergence in --json)",
+                  "first_divergence":
+                      f"lossless: {'identical' if ll['identical'] else 'diverged in ' + str(ll['diverged_prompts'])} "
+                      "(half precision: near-ties may flip; see first_divergence in --json)",
                   "not_checked": "lossless: not checked (sampling, --no-baseline or a server)"}[ll["mode"]])
     for check in data["gate"]["checks"]:
         lines.append(f"gate {check['name']}: {'passed' if check['passed'] else 'FAILED'}")

@@ -56,7 +56,8 @@ def run_demo(workdir: str | None = None, echo: Callable[[str], None] | None = pr
         wrong = bench(str(target_dir), str(wrong_dir), k=k, max_new_tokens=24, prompts=DEMO_PROMPTS, progress=False)
         say(f"6. the same head converted against another model (wrong LM head spliced in): loads fine, but "
             f"tau={wrong.mean_acceptance_length:.3f}; `bench --min-acceptance-length 1.3` would fail it (exit 3)")
-        summary = {"workdir": str(root), "tau_wrong_lm_head": wrong.mean_acceptance_length, "inspect_problems": [p.what for p in report.problems],
+        summary = {"workdir": str(root), "tau_wrong_lm_head": wrong.mean_acceptance_length,
+                   "inspect_problems": [p.what for p in report.problems],
                    "converted": str(out_dir), "tensors_checked": checked, "tau_raw": raw.mean_acceptance_length,
                    "tau_converted": conv.mean_acceptance_length, "lossless": conv.lossless["identical"],
                    "serve": result.plan.serve_command}

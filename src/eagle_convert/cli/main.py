@@ -152,7 +152,8 @@ def _human_convert(result) -> str:
 
     plan = result.plan
     lines = [f"draft: {result.draft.label} ({result.detected_layout} layout: {result.detected_because})",
-             f"{'plan' if result.out is None else 'wrote'}: {plan.spec.kind.upper()} head -> {plan.layout} ({plan.dtype_name})"]
+             f"{'plan' if result.out is None else 'wrote'}: {plan.spec.kind.upper()} head -> "
+             f"{plan.layout} ({plan.dtype_name})"]
     width = max(len(t.name) for t in plan.tensors)
     for t in plan.tensors:
         lines.append(f"  {t.name:<{width}}  {str(t.dtype).removeprefix('torch.'):<8} {str(list(t.shape)):<14} "
@@ -164,7 +165,8 @@ def _human_convert(result) -> str:
     lines.append(f"tensor bytes to read: draft {read['draft']:,}, target {read['target']:,}")
     lines += [f"will check: {check}" for check in result.will_check]
     for role, fetch in (result.fetch or {}).items():
-        lines.append(f"{role} {fetch['repo_id']}@{fetch['commit_sha'][:12]}: {fetch['bytes_to_fetch']:,} bytes to fetch "
+        lines.append(f"{role} {fetch['repo_id']}@{fetch['commit_sha'][:12]}: "
+                     f"{fetch['bytes_to_fetch']:,} bytes to fetch "
                      f"(planning fetched {sum(fetch['fetched_to_plan'].values()):,})")
         lines += [f"  {i['what']} {i['file']}: {i['bytes']:,} bytes{' (cached)' if i['cached'] else ''}"
                   for i in fetch["to_fetch"]]
@@ -220,7 +222,8 @@ def _human_inspect(report) -> str:
 
 def _human_target(t: dict) -> list[str]:
     lines = [f"target family: {t['family'] or 'unknown'}" + (" (multimodal)" if t["multimodal"] else "")
-             + (f"; sizes from {t['sizes_in']}" if t.get("sizes_in") else "") + (f"; RoPE {t['rope']}" if t["rope"] else ""),
+             + (f"; sizes from {t['sizes_in']}" if t.get("sizes_in") else "")
+             + (f"; RoPE {t['rope']}" if t["rope"] else ""),
              f"quantization: {t['quantization'] or 'none declared'}"]
     for which in ("lm_head", "embedding"):
         if which in t:

@@ -105,7 +105,8 @@ class Plan:
 def resolve_dtype(dtype: str, target: TargetInfo) -> str:
     if dtype != "auto":
         if dtype not in DTYPE_NAMES:
-            raise UnsupportedConversionError(f"Unknown dtype {dtype!r}.", f"Use auto or one of {', '.join(DTYPE_NAMES)}.")
+            raise UnsupportedConversionError(f"Unknown dtype {dtype!r}.",
+                                             f"Use auto or one of {', '.join(DTYPE_NAMES)}.")
         return dtype
     if target.dtype_name:
         return target.dtype_name
@@ -139,10 +140,11 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
     if spec.head_kind.fc_bias_foldable and spec.fc_bias and "fc.bias" not in roles.values():
         if fc_bias == "error":
             raise UnsupportedConversionError(
-                f"This {spec.head_kind.title} head has an fc bias, which the {to} layout cannot express (vLLM V1 drops it "
-                "silently and acceptance falls).",
+                f"This {spec.head_kind.title} head has an fc bias, which the {to} layout cannot express "
+                "(vLLM V1 drops it silently and acceptance falls).",
                 "Re-run with --fc-bias fold (exact: moves the bias into a draft-specific embedding, E' = E + W_e^-1 b, "
-                "and reports the error), --fc-bias drop (lossy), or write --to vllm-v0 / --to sglang, which keep the bias.")
+                "and reports the error), --fc-bias drop (lossy), or write --to vllm-v0 / --to sglang, "
+                "which keep the bias.")
         if fc_bias == "drop":
             dropped.append(("fc.bias", "--fc-bias drop: the fc bias is discarded (lossy: expect lower acceptance)"))
             warnings.append("fc.bias dropped: the draft's outputs change; run `eagle-convert bench` to see the cost")

@@ -35,7 +35,8 @@ def check_pair(spec: DraftSpec, target: TargetInfo) -> None:
         lm = target.lm_head()
         if lm.shape != (target.vocab_size, spec.hidden_size):
             raise ShapeMismatchError(f"The target's LM head {lm.name} is {list(lm.shape)}, expected "
-                                     f"[{target.vocab_size}, {spec.hidden_size}].", "The target checkpoint is inconsistent.")
+                                     f"[{target.vocab_size}, {spec.hidden_size}].",
+                                     "The target checkpoint is inconsistent.")
     if spec.head_kind.vocab_map and spec.draft_vocab_size > spec.vocab_size:
         raise ShapeMismatchError(f"draft_vocab_size {spec.draft_vocab_size} exceeds the target vocabulary "
                                  f"{spec.vocab_size}.", "The head does not belong to this target.")
@@ -48,8 +49,8 @@ def check_pair(spec: DraftSpec, target: TargetInfo) -> None:
     # Engines collect the states in layer order and collapse duplicates: the ids must be strictly increasing.
     if bad or len(ids) != spec.num_aux_states or ids != sorted(set(ids)):
         raise ShapeMismatchError(
-            f"Aux layer ids {ids} are not {COUNT_WORDS.get(spec.num_aux_states, spec.num_aux_states)} distinct, increasing layers of the {target.num_hidden_layers}-layer "
-            f"target {label}.",
+            f"Aux layer ids {ids} are not {COUNT_WORDS.get(spec.num_aux_states, spec.num_aux_states)} distinct, "
+            f"increasing layers of the {target.num_hidden_layers}-layer target {label}.",
             "Set eagle_aux_hidden_state_layer_ids in the draft config to the layers the head was trained on "
             "(the EAGLE-3 default is 2, L//2, L-3).")
 

@@ -49,10 +49,12 @@ def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[
     if layout is None:
         sample = ", ".join(sorted(names)[:8])
         raise LayoutError(
-            f"{ckpt.label} is not in a draft layout we recognise: found tensors {sample}{' ...' if len(names) > 8 else ''} "
+            f"{ckpt.label} is not in a draft layout we recognise: "
+            f"found tensors {sample}{' ...' if len(names) > 8 else ''} "
             f"and architectures {ckpt.config.get('architectures')}.",
             "eagle-convert reads EAGLE-1/2 and EAGLE-3 heads (SafeAILab, SpecForge, ModelOpt, speculators, vLLM and "
-            "SGLang layouts); run `eagle-convert inspect` on it, and check that DRAFT is the draft head, not the target.")
+            "SGLang layouts); run `eagle-convert inspect` on it, "
+            "and check that DRAFT is the draft head, not the target.")
     layout.check_input(ckpt.config, ckpt.label)
     flat = layout.flat_config(ckpt.config)
     kind = kind_of(ckpt.config, names)
@@ -77,7 +79,8 @@ def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[
         tensors[canonical] = ckpt.ref(name)
     if unexpected:
         raise UnexpectedTensorError(
-            f"{ckpt.label} ({kind.upper()} head, {layout.name} layout) has tensors no rule maps: {', '.join(unexpected)}.",
+            f"{ckpt.label} ({kind.upper()} head, {layout.name} layout) has tensors no rule maps: "
+            f"{', '.join(unexpected)}.",
             "If they are not part of the head, drop them explicitly with --drop PATTERN (e.g. --drop "
             f"'{unexpected[0]}'); each drop is reported. A layer-0 input_layernorm in an EAGLE-1 head, or a `model.` "
             "prefix, means the file is not a head we know how to run.")

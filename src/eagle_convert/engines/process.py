@@ -97,7 +97,8 @@ class EngineProcess:
             what = f"{self.what} ended with exit status {self.proc.returncode}"
         else:
             what = f"{self.what} failed: {error.rstrip('.')}"
-        detail = f" The engine's root cause: {cause.rstrip('.')}." if cause and (error is None or cause not in error) else ""
+        detail = (f" The engine's root cause: {cause.rstrip('.')}."
+                  if cause and (error is None or cause not in error) else "")
         if not cause and not error:
             tail = " | ".join(line for line in lines[-5:] if line.strip())
             detail = f" Its last log lines: {tail}" if tail else ""

@@ -127,8 +127,10 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
         out.append(Problem("fc.bias present: vLLM V1 cannot express it (dropped silently).", _fc_bias_fix(head)))
     if spec.max_position_embeddings <= 2048:
         limit = target.config.get("max_position_embeddings") if target else None
-        out.append(Problem(f"max_position_embeddings is {spec.max_position_embeddings}: drafting stops or crashes past it.",
-                           f"convert raises it to the target's{f' ({limit})' if limit else ''}; RoPE stays the draft's."))
+        out.append(Problem(f"max_position_embeddings is {spec.max_position_embeddings}: "
+                           "drafting stops or crashes past it.",
+                           f"convert raises it to the target's{f' ({limit})' if limit else ''}; "
+                           "RoPE stays the draft's."))
     stored = {SAFETENSORS_CODES[r.dtype] for r in head.tensors.values() if r.dtype.is_floating_point}
     said = config_dtype(head.layout.flat_config(cfg))  # a wrapper layout (vllm-v0) has it in its inner config
     if "F32" in stored and str(said) in HALF:
@@ -146,7 +148,8 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
     if target:
         feature = spec.target_hidden_size if spec.head_kind.aux_states else spec.hidden_size
         if feature != target.hidden_size:
-            out.append(Problem(f"Hidden size mismatch: the head expects {feature}, the target has {target.hidden_size}.",
+            out.append(Problem(f"Hidden size mismatch: the head expects {feature}, "
+                               f"the target has {target.hidden_size}.",
                                "Use the target this head was trained for."))
         if spec.vocab_size != target.vocab_size:
             out.append(Problem(f"Vocab mismatch: head {spec.vocab_size}, target {target.vocab_size}.",

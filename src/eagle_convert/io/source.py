@@ -166,7 +166,8 @@ def read_safetensors_header(source: FileSource, rel: str) -> tuple[dict, int]:
                                      "Re-download it; the file is truncated.")
     (header_len,) = struct.unpack("<Q", bytes(source.read_range(rel, 0, 8, key=HEADER_LEN_KEY)))
     if header_len > MAX_HEADER_BYTES or 8 + header_len > size:
-        raise CorruptCheckpointError(f"{where} has an impossible header length ({header_len} bytes in a file of {size}).",
+        raise CorruptCheckpointError(f"{where} has an impossible header length "
+                                     f"({header_len} bytes in a file of {size}).",
                                      "The file is corrupt or truncated: re-download it.")
     header = parse_json(bytes(source.read_range(rel, 8, header_len, key=HEADER_KEY)), f"{where} has a header that",
                         CORRUPT_HINT, strict=True)

@@ -1,6 +1,7 @@
 """What a layout is: how to recognise it, how its names map to canonical names, and how to emit it.
 
-A layout module defines one `Layout` subclass and registers it. Input side: `detect` + `flat_config` + `source_to_canonical`.
+A layout module defines one `Layout` subclass and registers it.
+Input side: `detect` + `flat_config` + `source_to_canonical`.
 Output side: `refusal` + `output_config` + `output_names` + `serve_command`. Everything here is pure: no file I/O."""
 
 from __future__ import annotations

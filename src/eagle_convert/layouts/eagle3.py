@@ -68,10 +68,10 @@ def specforge_norm_output(config: dict) -> bool | None:
     The two meanings (sgl-project/SpecForge specforge/modeling/draft/llama3_eagle.py LlamaForCausalLMEagle3 and
     specforge/algorithms/eagle3/model.py; vllm-project/vllm vllm/model_executor/models/llama_eagle3.py
     LlamaModel.forward; sgl-project/sglang python/sglang/srt/models/llama_eagle3.py LlamaModel.forward;
-    vllm-project/speculators src/speculators/models/eagle3/core.py): SpecForge always feeds back the pre-norm state and `norm_output` (default
-    true) decides whether the logits go through `norm`; the engines always send the logits through `norm` and
-    `norm_output` (default false) feeds back the normed state. SpecForge's true is therefore the engines' false, and
-    SpecForge's false (logits without norm) has no engine equivalent."""
+    vllm-project/speculators src/speculators/models/eagle3/core.py): SpecForge always feeds back the pre-norm state
+    and `norm_output` (default true) decides whether the logits go through `norm`; the engines always send the
+    logits through `norm` and `norm_output` (default false) feeds back the normed state. SpecForge's true is
+    therefore the engines' false, and SpecForge's false (logits without norm) has no engine equivalent."""
     nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
     if "norm_output" not in config or any(k in config or k in nested for k in ENGINE_ONLY_KEYS):
         return None

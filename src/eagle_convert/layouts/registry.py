@@ -47,7 +47,8 @@ def markdown_table() -> str:
     """The README's layout table, generated from the registry (a test keeps the README in sync)."""
     rows = ["| layout | read | write | heads | loaded by | what it is |", "|---|---|---|---|---|---|"]
     for layout in sorted(LAYOUTS.values(), key=lambda layout: (layout.writable, layout.detect_priority)):
-        rows.append(f"| `{layout.name}` | {'yes' if layout.readable else 'no'} | {'yes' if layout.writable else 'no'} | "
+        rows.append(f"| `{layout.name}` | {'yes' if layout.readable else 'no'} | "
+                    f"{'yes' if layout.writable else 'no'} | "
                     f"{', '.join(KINDS[k].title for k in layout.kinds)} | {layout.engine} | "
                     f"{layout.summary} |")
     return "\n".join(rows)

@@ -108,7 +108,9 @@ class SGLang(Layout):
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
         algo = "EAGLE3" if spec.kind == EAGLE3 else "EAGLE"
-        return (f"python -m sglang.launch_server --model {shlex.quote(ctx.target_label)} --speculative-algorithm {algo} "
-                f"--speculative-draft-model-path {shlex.quote(ctx.out_label)} --speculative-num-steps {ctx.num_speculative_tokens} "
+        return (f"python -m sglang.launch_server --model {shlex.quote(ctx.target_label)} "
+                f"--speculative-algorithm {algo} "
+                f"--speculative-draft-model-path {shlex.quote(ctx.out_label)} "
+                f"--speculative-num-steps {ctx.num_speculative_tokens} "
                 f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {ctx.num_speculative_tokens + 1}")
 

@@ -79,4 +79,5 @@ class Speculators(Layout):
         return EAGLE3_IDENTITY_D2T
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
-        return f"vllm serve {shlex.quote(ctx.out_label)}  # loads the verifier named in its config: {ctx.verifier or ctx.target_label}"
+        return (f"vllm serve {shlex.quote(ctx.out_label)}  "
+                f"# loads the verifier named in its config: {ctx.verifier or ctx.target_label}")

@@ -1,5 +1,5 @@
-"""The EAGLE-3 variant table of docs/layouts.md: each variant against each EAGLE-3 output layout, written or refused (asked of
-the layouts themselves, so the table cannot drift from what convert does), and how that cell was checked."""
+"""The EAGLE-3 variant table of docs/layouts.md: each variant against each EAGLE-3 output layout, written or refused
+(asked of the layouts themselves, so the table cannot drift from what convert does), and how that cell was checked."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ _BASE = DraftSpec(kind=EAGLE3, hidden_size=4096, num_attention_heads=32, num_key
 # numbers without it), so only R shows the flag is honoured.
 VARIANTS = [
     ("EAGLE-3 (SafeAILab / SpecForge)", {}, {"vllm": "R V", "speculators": "R V", "sglang": "R S"}),
-    ("norm_before_fc (`input_norm.weight`)", {"norm_before_fc": True}, {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
+    ("norm_before_fc (`input_norm.weight`)", {"norm_before_fc": True},
+     {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
     ("EAGLE 3.1: `fc_norm.{i}` + norm_output", {"fc_norm": True, "norm_output": True},
      {"vllm": "R V, norm_output V*", "speculators": "R", "sglang": "R S"}),
     # SpecForge's norm_output (logits through norm, pre-norm state fed back) is the engines' false: read so
@@ -35,7 +36,8 @@ VARIANTS = [
     ("use_aux_hidden_state: false (no fc)", {"num_aux_states": 0, "aux_layer_ids": ()},
      {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
     ("norm_before_residual: true", {"norm_before_residual": True}, {"vllm": "R V*", "speculators": "R", "sglang": "R"}),
-    ("target_hidden_size != hidden_size", {"target_hidden_size": 5120}, {"vllm": "R", "speculators": "R", "sglang": "R S"}),
+    ("target_hidden_size != hidden_size", {"target_hidden_size": 5120},
+     {"vllm": "R", "speculators": "R", "sglang": "R S"}),
     ("2 decoder layers", {"num_layers": 2}, {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
     ("Qwen3 draft (q_norm / k_norm)", {"qk_norm": True, "base_model_type": "qwen3"},
      {"vllm": "R V", "speculators": "R", "sglang": "R"}),

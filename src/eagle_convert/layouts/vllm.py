@@ -57,7 +57,8 @@ EAGLE3_IDENTITY_D2T = {"d2t": "the draft vocabulary is the target's, so d2t is t
 def eagle3_names(spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
     """EAGLE-3 tensors as vLLM loads them (`layers.0.*`), without an identity d2t."""
     full_vocab = spec.draft_vocab_size == spec.vocab_size
-    return {n: n for n in sorted(eagle3_output_roles(spec, canonical)) if n in EAGLE3_NAMES and not (full_vocab and n == "d2t")}
+    return {n: n for n in sorted(eagle3_output_roles(spec, canonical))
+            if n in EAGLE3_NAMES and not (full_vocab and n == "d2t")}
 
 
 def eagle3_output_roles(spec: DraftSpec, canonical: frozenset[str]) -> frozenset[str]:

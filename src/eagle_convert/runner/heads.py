@@ -64,7 +64,8 @@ class DraftHead:
         self.spec = spec
         self.dtype, self.device = dtype, torch.device(device)
         self._get = get = cast_reader(get_tensor, dtype, self.device)
-        # The draft's own copy when it ships one (converted layouts may differ from the target by design), else the target's.
+        # The draft's own copy when it ships one (converted layouts may differ from the target by design),
+        # else the target's.
         own = _optional(get, "embed_tokens.weight")
         self.embed_weight = own if own is not None else target_embedding.to(device=self.device, dtype=dtype)
         if self.embed_weight.shape != (spec.vocab_size, spec.hidden_size):
@@ -99,7 +100,8 @@ class DraftHead:
 
 
 class Eagle1Head(DraftHead):
-    """x = fc([E(t) ; f]) (+b); y = x + Attn(x) (no input norm); f^ = y + MLP(RMS_post(y)); logits = target_lm_head(f^)."""
+    """x = fc([E(t) ; f]) (+b); y = x + Attn(x) (no input norm); f^ = y + MLP(RMS_post(y));
+    logits = target_lm_head(f^)."""
 
     def __init__(self, spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
                  target_lm_head: torch.Tensor, dtype=torch.float32, device="cpu"):

@@ -46,7 +46,8 @@ class RotaryTable:
 
     def __call__(self, positions: torch.Tensor, end: int) -> tuple[torch.Tensor, torch.Tensor]:
         if end > len(self.cos):
-            freqs = torch.arange(max(end, 2 * len(self.cos)), device=self.inv_freq.device).float()[:, None] * self.inv_freq
+            freqs = (torch.arange(max(end, 2 * len(self.cos)), device=self.inv_freq.device).float()[:, None]
+                     * self.inv_freq)
             emb = torch.cat((freqs, freqs), dim=-1)
             self.cos, self.sin = emb.cos().to(self.dtype), emb.sin().to(self.dtype)
         return self.cos[positions], self.sin[positions]

@@ -113,7 +113,8 @@ class TargetConfig:
 
 def rope_from_hf(config: dict) -> tuple[float, dict | None]:
     """(theta, scaling) from `rope_theta`/`rope_scaling` or transformers 5's `rope_parameters`.
-    As in transformers, `rope_scaling` wins over `rope_parameters`, and a theta inside the dict wins over the top level."""
+    As in transformers, `rope_scaling` wins over `rope_parameters`, and a theta inside the dict wins over the top
+    level."""
     params = dict(config.get("rope_scaling") or config.get("rope_parameters") or {})
     theta = float(params.pop("rope_theta", None) or config.get("rope_theta") or 10000.0)
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
@@ -185,7 +186,8 @@ class TargetModel:
                 get, prefix, num_heads=cfg.num_attention_heads, num_kv_heads=cfg.num_key_value_heads,
                 head_dim=cfg.head_dim, dtype=dtype, device=self.device, qkv_bias=cfg.qkv_bias, o_bias=cfg.o_bias,
                 qk_norm=cfg.qk_norm, eps=cfg.rms_norm_eps, sliding_window=cfg.sliding_windows[i])
-            mlp = load_moe(get, prefix, cfg.model_type, config) if cfg.moe_layers[i] else load_mlp(get, prefix, cfg.mlp_bias)
+            mlp = (load_moe(get, prefix, cfg.model_type, config) if cfg.moe_layers[i]
+                   else load_mlp(get, prefix, cfg.mlp_bias))
             self.layers.append(_Layer(get(prefix + "input_layernorm.weight"), attention,
                                       get(prefix + "post_attention_layernorm.weight"), mlp))
 
@@ -200,7 +202,8 @@ class TargetModel:
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | Sequence[int], *,
                 last_logits_only: bool = False, tree_attention: TreeAttention | None = None) -> TargetOutput:
         """input_ids [1, T] at ascending contiguous `positions`; every position before them must already be cached.
-        `tree_attention`: a tree's rows instead (positions repeat; slots and mask as given; see runner/tree_verify.py)."""
+        `tree_attention`: a tree's rows instead (positions repeat; slots and mask as given;
+        see runner/tree_verify.py)."""
         if input_ids.dim() != 2 or input_ids.shape[0] != 1:
             raise ValueError(f"batch 1 only: input_ids must be [1, T], got {tuple(input_ids.shape)}")
         positions, end = as_positions(positions, self.device)

@@ -22,8 +22,8 @@ FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 SCALE_SUFFIXES = ("weight_scale", "weight_scale_inv")
 # Tensor names that only a packed (integer-coded) weight has beside it: GPTQ/AWQ, compressed-tensors pack-quantized,
 # bitsandbytes, NVFP4 (ModelOpt's second-level scale).
-PACKED_SUFFIXES = ("qweight", "weight_packed", "qzeros", "scales", "weight_scale_2", "weight.absmax", "weight.quant_map",
-                   "blocks")
+PACKED_SUFFIXES = ("qweight", "weight_packed", "qzeros", "scales", "weight_scale_2", "weight.absmax",
+                   "weight.quant_map", "blocks")
 FP8_HOW = "dequantize fp8"
 
 

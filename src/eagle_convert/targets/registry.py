@@ -24,7 +24,8 @@ def family_names() -> str:
 
 def markdown_table(checked: dict[str, str]) -> str:
     """The target table of docs/targets.md; `checked` says how each family was checked (kept beside the tests)."""
-    rows = ["| family | architectures | LM head / embedding (every naming) | sizes in | RoPE | bench runner | checked |",
+    rows = ["| family | architectures | LM head / embedding (every naming) | sizes in | RoPE | bench runner "
+            "| checked |",
             "|---|---|---|---|---|---|---|"]
     for f in FAMILIES.values():
         names = "; ".join(f"`{n.lm_head}` / `{n.embed}`" for n in f.namings)

@@ -2,9 +2,10 @@
 
 Used by `eagle-convert demo`, the tests and the benchmarks. `agree=True` builds a head that provably predicts what its
 target will say: a target whose attention outputs are zero (o_proj = 0) and whose MLPs after the first are zero
-(down_proj = 0) is a function of the current token only, at the full cost of its depth, and an EAGLE-1 head whose fc passes the embedding through, whose attention is zeroed the same way and which
-copies that layer's MLP and post-attention norm reproduces the target's pre-norm state; with an all-ones final norm
-(a positive rescaling) the argmax through the shared LM head is the target's own."""
+(down_proj = 0) is a function of the current token only, at the full cost of its depth, and an EAGLE-1 head whose
+fc passes the embedding through, whose attention is zeroed the same way and which copies that layer's MLP and
+post-attention norm reproduces the target's pre-norm state; with an all-ones final norm (a positive rescaling) the
+argmax through the shared LM head is the target's own."""
 
 from __future__ import annotations
 
@@ -69,8 +70,10 @@ def target_tensors(cfg: TinyConfig, seed: int = 0, zero_attention: bool = False)
     for n in range(cfg.num_hidden_layers):
         p = f"model.layers.{n}."
         t.update({
-            p + "self_attn.q_proj.weight": _rand(g, h, h, scale=0.2), p + "self_attn.k_proj.weight": _rand(g, kv, h, scale=0.2),
-            p + "self_attn.v_proj.weight": _rand(g, kv, h, scale=0.2), p + "self_attn.o_proj.weight": _rand(g, h, h, scale=0.2),
+            p + "self_attn.q_proj.weight": _rand(g, h, h, scale=0.2),
+            p + "self_attn.k_proj.weight": _rand(g, kv, h, scale=0.2),
+            p + "self_attn.v_proj.weight": _rand(g, kv, h, scale=0.2),
+            p + "self_attn.o_proj.weight": _rand(g, h, h, scale=0.2),
             p + "mlp.gate_proj.weight": _rand(g, i, h, scale=0.2), p + "mlp.up_proj.weight": _rand(g, i, h, scale=0.2),
             p + "mlp.down_proj.weight": _rand(g, h, i, scale=0.2),
             p + "input_layernorm.weight": _norm(g, h), p + "post_attention_layernorm.weight": _norm(g, h),
@@ -118,7 +121,8 @@ def save_checkpoint(folder: Path, config: dict, tensors: dict[str, torch.Tensor]
 
     def save(part: dict[str, torch.Tensor], name: str) -> None:
         part = {k: v.contiguous() for k, v in part.items()}
-        save_file(part, folder / name, metadata={"format": "pt"}) if fmt == "safetensors" else torch.save(part, folder / name)
+        (save_file(part, folder / name, metadata={"format": "pt"}) if fmt == "safetensors"
+         else torch.save(part, folder / name))
 
     if shards == 1:
         save(tensors, f"{stem}.{ext}")
@@ -151,8 +155,10 @@ def eagle1_head_tensors(cfg: TinyConfig, target: dict[str, torch.Tensor], *, see
     p = "layers.0."
     t = {
         "fc.weight": _rand(g, h, 2 * h, scale=0.1),
-        p + "self_attn.q_proj.weight": _rand(g, h, h, scale=0.2), p + "self_attn.k_proj.weight": _rand(g, kv, h, scale=0.2),
-        p + "self_attn.v_proj.weight": _rand(g, kv, h, scale=0.2), p + "self_attn.o_proj.weight": _rand(g, h, h, scale=0.2),
+        p + "self_attn.q_proj.weight": _rand(g, h, h, scale=0.2),
+        p + "self_attn.k_proj.weight": _rand(g, kv, h, scale=0.2),
+        p + "self_attn.v_proj.weight": _rand(g, kv, h, scale=0.2),
+        p + "self_attn.o_proj.weight": _rand(g, h, h, scale=0.2),
         p + "mlp.gate_proj.weight": _rand(g, i, h, scale=0.2), p + "mlp.up_proj.weight": _rand(g, i, h, scale=0.2),
         p + "mlp.down_proj.weight": _rand(g, h, i, scale=0.2), p + "post_attention_layernorm.weight": _norm(g, h),
     }
@@ -166,7 +172,8 @@ def eagle1_head_tensors(cfg: TinyConfig, target: dict[str, torch.Tensor], *, see
         if fc_bias:
             t["fc.bias"] = torch.zeros(h)
         t[p + "self_attn.o_proj.weight"] = torch.zeros(h, h)
-        for name in ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "post_attention_layernorm.weight"):
+        for name in ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                     "post_attention_layernorm.weight"):
             t[p + name] = target["model.layers.0." + name].clone()
     if embed:
         t["embed_tokens.weight"] = target["model.embed_tokens.weight"].clone()
@@ -200,13 +207,15 @@ def make_eagle3_head(folder: Path, cfg: TinyConfig, target: dict[str, torch.Tens
     t2d = torch.zeros(v, dtype=torch.bool)
     t2d[used] = True
     t = {
-        "fc.weight": _rand(g, h, 3 * h, scale=0.1), "norm.weight": _norm(g, h), "lm_head.weight": _rand(g, draft_vocab, h, scale=0.5),
+        "fc.weight": _rand(g, h, 3 * h, scale=0.1), "norm.weight": _norm(g, h),
+        "lm_head.weight": _rand(g, draft_vocab, h, scale=0.5),
         "d2t": (used - torch.arange(draft_vocab)).to(torch.int64), "t2d": t2d,
         prefix + "self_attn.q_proj.weight": _rand(g, h, 2 * h, scale=0.2),
         prefix + "self_attn.k_proj.weight": _rand(g, kv, 2 * h, scale=0.2),
         prefix + "self_attn.v_proj.weight": _rand(g, kv, 2 * h, scale=0.2),
         prefix + "self_attn.o_proj.weight": _rand(g, h, h, scale=0.2),
-        prefix + "mlp.gate_proj.weight": _rand(g, i, h, scale=0.2), prefix + "mlp.up_proj.weight": _rand(g, i, h, scale=0.2),
+        prefix + "mlp.gate_proj.weight": _rand(g, i, h, scale=0.2),
+        prefix + "mlp.up_proj.weight": _rand(g, i, h, scale=0.2),
         prefix + "mlp.down_proj.weight": _rand(g, h, i, scale=0.2),
         prefix + "input_layernorm.weight": _norm(g, h), prefix + "hidden_norm.weight": _norm(g, h),
         prefix + "post_attention_layernorm.weight": _norm(g, h),

@@ -49,8 +49,8 @@ class RankedCheckpoint(Checkpoint):
         self.stored_dtype = str(stored).removeprefix("torch.")
         said = config_dtype(text)
         if said and said != self.stored_dtype:
-            self.notes.append(f"the rank files hold {self.stored_dtype} (the engine's runtime dtype) though config.json "
-                              f"says {said}: --dtype auto writes {self.stored_dtype}")
+            self.notes.append(f"the rank files hold {self.stored_dtype} (the engine's runtime dtype) "
+                              f"though config.json says {said}: --dtype auto writes {self.stored_dtype}")
 
     # ---- the Checkpoint interface, for the two tensors a head takes from its target ----------------------------
     def names(self) -> list[str]:

@@ -7,8 +7,8 @@ and what only trees have:
                          num_accepted_tokens / num_draft_tokens in tree mode; not comparable with a chain's rate
   nodes_per_round      = drafted / rounds
   predicted_mean_acceptance_length = 1 + mean over rounds of sum(exp(node score)): what τ would be if the head's
-                         probabilities were calibrated (docs/design/tree-drafting.md, "Predicted τ and shape choice"); far above the measured τ
-                         means an over-confident head or a broken conversion.
+                         probabilities were calibrated (docs/design/tree-drafting.md, "Predicted τ and shape choice");
+                         far above the measured τ means an over-confident head or a broken conversion.
 """
 
 from __future__ import annotations

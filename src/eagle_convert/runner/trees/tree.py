@@ -4,7 +4,8 @@ Node 0 is the root: the last token the target fixed (the previous round's bonus,
 the target's cache. Every other node is a drafted token with a parent of smaller index, a depth (root 0) and a score
 (cumulative draft log-prob; root 0). From `parents` alone follow the tree attention mask (a node sees itself and its
 ancestors), the positions (prefix length + depth) and the retrieve paths (one root-to-leaf row per leaf, -1 padded),
-laid out exactly as the EAGLE reference (`topK_genrate`) lays them out; see docs/design/tree-drafting.md, "Rerank and layout".
+laid out exactly as the EAGLE reference (`topK_genrate`) lays them out; see docs/design/tree-drafting.md,
+"Rerank and layout".
 
 Acceptance, given the target's logits at every node (the prediction for the token after it):
 * greedy: on each path, the leading nodes whose token equals the target's argmax at their parent; the longest path
