@@ -1,6 +1,9 @@
 """The layouts. Importing this package registers them all; `detect_priority` orders detection."""
 
-from . import eagle1, eagle3, modelopt, sglang, speculators, vllm, vllm_v0  # noqa: F401  (registers them)
+# The import order is the registration order: LAYOUTS, the generated tables and inspect's hints list layouts so.
+# isort: off
+from . import vllm_v0, speculators, modelopt, eagle3, sglang, eagle1, vllm  # noqa: F401  (registers them)
+# isort: on
 from .base import CANONICAL_NAMES, Layout, OutputContext
 from .registry import LAYOUTS, detect_layout, get_layout, output_layouts
 
