@@ -211,3 +211,15 @@ def test_debug_env_shows_traceback(pair, tmp_path):
     result = run_cli("convert", draft, "--target", target, "-o", tmp_path / "out",
                      env={**os.environ, "EAGLE_CONVERT_DEBUG": "1"})
     assert result.returncode == 1 and "Traceback" in result.stderr
+
+
+def test_a_paragraph_never_breaks_a_hyphenated_word():
+    """Where the line breaks depends on what precedes (a temporary path's length): a word split at its hyphen made
+    a message test pass or fail by path length. Words stay whole, paths and flags copyable."""
+    from eagle_convert.cli.errors import paragraph
+
+    for width in range(60, 140):
+        text = paragraph(f"error: {'x' * width} is saved per tensor-parallel rank; see /tmp/eagle-convert-out-dir.")
+        words = text.split()
+        assert "tensor-parallel" in words and "/tmp/eagle-convert-out-dir." in words
+        assert all(len(line) <= 100 for line in text.splitlines() if " " in line)

@@ -16,7 +16,9 @@ EXIT_ERROR, EXIT_GATE = 1, 3  # 2, a usage error, is click's own exit code
 
 
 def paragraph(text: str) -> str:
-    return textwrap.fill(" ".join(text.split()), width=100)
+    """One paragraph of at most 100 columns, broken only at spaces: a path, flag or name with a hyphen in it
+    (`tensor-parallel`, `/tmp/eagle-convert-x`) stays whole, so it can be copied and searched for."""
+    return textwrap.fill(" ".join(text.split()), width=100, break_on_hyphens=False)
 
 
 def handle_errors(fn):
