@@ -1,4 +1,4 @@
-"""io/hub.py against the test hub: exact byte counts, caches, offline mode and every failure, in this process
+"""io/hub/ against the test hub: exact byte counts, caches, offline mode and every failure, in this process
 (huggingface_hub pointed at the server by `use_in_process`), plus one subprocess run for the real environment."""
 
 from __future__ import annotations
@@ -12,9 +12,21 @@ import pytest
 import torch
 from safetensors.torch import save
 
-from eagle_convert.io import hub as H
 from eagle_convert.checkpoint.open import is_repo_id, open_input
 from eagle_convert.errors import LayoutError
+from eagle_convert.io.hub.errors import (
+    GatedRepoError,
+    HubNetworkError,
+    OfflineCacheMissError,
+    RemoteFileNotFoundError,
+    RemoteSizeMismatchError,
+    RepoNotFoundError,
+    RevisionNotFoundError,
+)
+from eagle_convert.io.hub.ranges import is_cached, read_range
+from eagle_convert.io.hub.repos import cached_file, download, is_offline, resolve_repo
+from eagle_convert.io.hub.source import read_safetensors_header
+from eagle_convert.io.source import HEADER_LEN_KEY
 from eagle_convert.testing.tiny import TinyConfig, make_target
 from hubserver import HubServer, run_json, use_in_process
 
@@ -80,7 +92,7 @@ def test_repo_ids_and_local_folders_win(tmp_path, monkeypatch):
 
 def test_resolve_is_one_info_request(env):
     server, files, _, _ = env
-    ref = H.resolve_repo("org/target")
+    ref = resolve_repo("org/target")
     assert (ref.revision, ref.commit_sha) == ("main", server.commit_sha("org/target"))
     assert ref.files == {k: len(v) for k, v in files.items()}
     assert [(h.kind, h.target) for h in server.requests()] == [
@@ -90,47 +102,47 @@ def test_resolve_is_one_info_request(env):
 
 def test_small_files_are_pinned_downloads(env):
     server, files, _, home = env
-    ref = H.resolve_repo("org/target")
-    path = H.download(ref, "config.json")
+    ref = resolve_repo("org/target")
+    path = download(ref, "config.json")
     assert path.read_bytes() == files["config.json"]
     assert path.parent == home / "hub" / "models--org--target" / "snapshots" / ref.commit_sha
     assert [(h.method, h.target, h.sent) for h in server.requests("resolve")] == [
         ("HEAD", f"/org/target/resolve/{ref.commit_sha}/config.json", 0),
         ("GET", f"/org/target/resolve/{ref.commit_sha}/config.json", len(files["config.json"]))]
     server.reset_counts()
-    assert H.download(ref, "config.json") == path and server.requests() == []
+    assert download(ref, "config.json") == path and server.requests() == []
 
 
 def test_header_costs_8_plus_its_length_and_is_cached(env):
     server, files, _, _ = env
-    ref = H.resolve_repo("org/target")
+    ref = resolve_repo("org/target")
     server.reset_counts()
     shard = SHARDS[2]
-    header, data_start = H.read_safetensors_header(ref, shard)
+    header, data_start = read_safetensors_header(ref, shard)
     n = header_len(files[shard])
     assert data_start == 8 + n and set(header) == {"lm_head.weight", "model.norm.weight"}
     assert [(h.range, h.status, h.sent) for h in server.requests()] == [
         ("bytes=0-7", 206, 8), (f"bytes=8-{7 + n}", 206, n)]
     assert server.total_bytes == 8 + n
     server.reset_counts()
-    assert H.read_safetensors_header(ref, shard) == (header, data_start) and server.requests() == []
+    assert read_safetensors_header(ref, shard) == (header, data_start) and server.requests() == []
 
 
 def test_tensor_costs_its_bytes_then_nothing_then_works_offline(env):
     server, files, tensors, home = env
-    ref = H.resolve_repo("org/target")
+    ref = resolve_repo("org/target")
     offset, nbytes = tensor_span(files[SHARDS[2]], "lm_head.weight")
     server.reset_counts()
-    got = H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
+    got = read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
     assert bytes(got) == files[SHARDS[2]][offset:offset + nbytes]
     assert [(h.range, h.sent) for h in server.requests()] == [(f"bytes={offset}-{offset + nbytes - 1}", nbytes)]
     entry = ranges_dir(home) / ref.commit_sha / SHARDS[2] / "lm_head.weight"
-    assert entry.stat().st_size == nbytes and H.is_cached(ref, SHARDS[2], nbytes, key="lm_head.weight")
+    assert entry.stat().st_size == nbytes and is_cached(ref, SHARDS[2], nbytes, key="lm_head.weight")
     server.reset_counts()
-    assert bytes(H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")) == bytes(got)
-    offline = H.resolve_repo("org/target", offline=True)
+    assert bytes(read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")) == bytes(got)
+    offline = resolve_repo("org/target", offline=True)
     assert (offline.commit_sha, offline.files, offline.from_cache) == (ref.commit_sha, ref.files, True)
-    assert bytes(H.read_range(offline, SHARDS[2], offset, nbytes, key="lm_head.weight")) == bytes(got)
+    assert bytes(read_range(offline, SHARDS[2], offset, nbytes, key="lm_head.weight")) == bytes(got)
     assert server.requests() == []
 
 
@@ -170,20 +182,20 @@ def test_a_draft_downloads_whole_files(env):
 
 def test_offline_without_cache_names_what_is_missing(env, monkeypatch):
     server, files, _, home = env
-    with pytest.raises(H.OfflineCacheMissError, match="org/target@main"):
-        H.resolve_repo("org/target", offline=True)
-    ref = H.resolve_repo("org/target")
+    with pytest.raises(OfflineCacheMissError, match="org/target@main"):
+        resolve_repo("org/target", offline=True)
+    ref = resolve_repo("org/target")
     server.reset_counts()
-    offline = H.resolve_repo("org/target", offline=True)
+    offline = resolve_repo("org/target", offline=True)
     offset, nbytes = tensor_span(files[SHARDS[1]], "model.layers.0.mlp.up_proj.weight")
-    with pytest.raises(H.OfflineCacheMissError, match=SHARDS[1]) as err:
-        H.read_range(offline, SHARDS[1], offset, nbytes, key="model.layers.0.mlp.up_proj.weight")
+    with pytest.raises(OfflineCacheMissError, match=SHARDS[1]) as err:
+        read_range(offline, SHARDS[1], offset, nbytes, key="model.layers.0.mlp.up_proj.weight")
     assert "without --offline" in err.value.hint
-    with pytest.raises(H.OfflineCacheMissError, match="config.json"):
-        H.download(offline, "config.json")
+    with pytest.raises(OfflineCacheMissError, match="config.json"):
+        download(offline, "config.json")
     from huggingface_hub import constants
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # HF_HUB_OFFLINE=1 alone is enough
-    assert H.resolve_repo("org/target").offline and H.is_offline()
+    assert resolve_repo("org/target").offline and is_offline()
     assert server.requests() == [] and ref.commit_sha == offline.commit_sha
 
 
@@ -191,16 +203,17 @@ def test_environment_read_at_import_in_a_subprocess(env):
     """HF_HOME and HF_HUB_OFFLINE=1 as the CLI gets them: read by huggingface_hub at import, in a fresh process."""
     server, files, _, home = env
     offset, nbytes = tensor_span(files[SHARDS[2]], "lm_head.weight")
-    ref = H.resolve_repo("org/target")
-    H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
+    ref = resolve_repo("org/target")
+    read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
     server.reset_counts()
     code = f"""
 import json
-from eagle_convert.io import hub as H
+from eagle_convert.io.hub.ranges import read_range
+from eagle_convert.io.hub.repos import cache_root, resolve_repo
 from eagle_convert.checkpoint.open import open_input
-ref = H.resolve_repo("org/target")
-print(json.dumps([ref.offline, ref.commit_sha, H.cache_root().as_posix(),
-                  bytes(H.read_range(ref, "{SHARDS[2]}", {offset}, {nbytes}, key="lm_head.weight")).hex()]))
+ref = resolve_repo("org/target")
+print(json.dumps([ref.offline, ref.commit_sha, cache_root().as_posix(),
+                  bytes(read_range(ref, "{SHARDS[2]}", {offset}, {nbytes}, key="lm_head.weight")).hex()]))
 """
     offline, sha, root, data = run_json(server, code, hf_home=home, offline=True)
     assert (offline, sha, root) == (True, ref.commit_sha, (home / "eagle-convert").as_posix())
@@ -210,43 +223,43 @@ print(json.dumps([ref.offline, ref.commit_sha, H.cache_root().as_posix(),
 
 def test_unknown_repo_revision_and_file(env):
     server, _, _, _ = env
-    with pytest.raises(H.RepoNotFoundError, match="org/nope") as err:
-        H.resolve_repo("org/nope")
+    with pytest.raises(RepoNotFoundError, match="org/nope") as err:
+        resolve_repo("org/nope")
     assert "HF_TOKEN" in err.value.hint and isinstance(err.value, OSError)
-    with pytest.raises(H.RevisionNotFoundError, match="'v9'"):
-        H.resolve_repo("org/target", revision="v9")
-    ref = H.resolve_repo("org/target")
+    with pytest.raises(RevisionNotFoundError, match="'v9'"):
+        resolve_repo("org/target", revision="v9")
+    ref = resolve_repo("org/target")
     server.reset_counts()
-    with pytest.raises(H.RemoteFileNotFoundError, match="tokenizer.json"):
-        H.download(ref, "tokenizer.json")
+    with pytest.raises(RemoteFileNotFoundError, match="tokenizer.json"):
+        download(ref, "tokenizer.json")
     assert server.requests() == []
 
 
 def test_gated_repo_needs_a_token(env):
     server, files, _, _ = env
     server.gate("org/target", tokens={"hf_good"})
-    ref = H.resolve_repo("org/target")  # info is public
-    with pytest.raises(H.GatedRepoError, match="gated") as err:
-        H.download(ref, "config.json")
+    ref = resolve_repo("org/target")  # info is public
+    with pytest.raises(GatedRepoError, match="gated") as err:
+        download(ref, "config.json")
     assert "HF_TOKEN" in err.value.hint
     offset, nbytes = tensor_span(files[SHARDS[2]], "lm_head.weight")
-    with pytest.raises(H.GatedRepoError):
-        H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
-    with pytest.raises(H.GatedRepoError):
-        H.read_range(H.resolve_repo("org/target", token="hf_bad"), SHARDS[2], offset, nbytes, key="lm_head.weight")
-    good = H.resolve_repo("org/target", token="hf_good")
-    assert bytes(H.read_range(good, SHARDS[2], offset, nbytes, key="lm_head.weight")) == \
+    with pytest.raises(GatedRepoError):
+        read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
+    with pytest.raises(GatedRepoError):
+        read_range(resolve_repo("org/target", token="hf_bad"), SHARDS[2], offset, nbytes, key="lm_head.weight")
+    good = resolve_repo("org/target", token="hf_good")
+    assert bytes(read_range(good, SHARDS[2], offset, nbytes, key="lm_head.weight")) == \
         files[SHARDS[2]][offset:offset + nbytes]
-    assert H.download(good, "config.json").read_bytes() == files["config.json"]
+    assert download(good, "config.json").read_bytes() == files["config.json"]
 
 
 def test_a_dropped_transfer_resumes_where_it_stopped(env):
     server, files, _, _ = env
-    ref = H.resolve_repo("org/target")
+    ref = resolve_repo("org/target")
     offset, nbytes = tensor_span(files[SHARDS[2]], "lm_head.weight")
     server.drop("org/target", SHARDS[2], after=100_000)
     server.reset_counts()
-    got = H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
+    got = read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
     assert bytes(got) == files[SHARDS[2]][offset:offset + nbytes]
     last = offset + nbytes - 1
     assert [(h.range, h.sent) for h in server.requests()] == [
@@ -257,26 +270,26 @@ def test_a_dropped_transfer_resumes_where_it_stopped(env):
 def test_a_transfer_that_keeps_failing_leaves_nothing(env, monkeypatch):
     server, files, _, home = env
     monkeypatch.setenv("EAGLE_CONVERT_HUB_RETRIES", "2")
-    ref = H.resolve_repo("org/target")
+    ref = resolve_repo("org/target")
     offset, nbytes = tensor_span(files[SHARDS[2]], "lm_head.weight")
     server.drop("org/target", SHARDS[2], after=0, times=None)
     server.reset_counts()
-    with pytest.raises(H.HubNetworkError, match="lm_head|model-00003") as err:
-        H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
+    with pytest.raises(HubNetworkError, match="lm_head|model-00003") as err:
+        read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")
     assert "Run again" in err.value.hint
     assert len(server.requests()) == 3  # the first try and 2 retries
     assert [p for p in ranges_dir(home).rglob("*") if p.is_file()] == []
     server.clear_faults()
-    assert bytes(H.read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")) == \
+    assert bytes(read_range(ref, SHARDS[2], offset, nbytes, key="lm_head.weight")) == \
         files[SHARDS[2]][offset:offset + nbytes]
 
 
 def test_a_server_error_is_retried(env):
     server, files, _, _ = env
-    ref = H.resolve_repo("org/target")
+    ref = resolve_repo("org/target")
     server.fail("org/target", SHARDS[0], status=503, times=1)
     server.reset_counts()
-    assert bytes(H.read_range(ref, SHARDS[0], 0, 8, key=H.HEADER_LEN_KEY)) == files[SHARDS[0]][:8]
+    assert bytes(read_range(ref, SHARDS[0], 0, 8, key=HEADER_LEN_KEY)) == files[SHARDS[0]][:8]
     assert [h.status for h in server.requests()] == [503, 206]
 
 
@@ -287,41 +300,41 @@ def test_bytes_that_do_not_match_the_header_size(env):
     truncated = files[shard][:offset + nbytes // 2]
     server.add_repo("org/target", {shard: truncated})
     server.lie_size("org/target", shard, len(files[shard]))  # the listing still promises the full file
-    ref = H.resolve_repo("org/target")
+    ref = resolve_repo("org/target")
     assert ref.files[shard] == len(files[shard])
-    with pytest.raises(H.RemoteSizeMismatchError, match="ended early") as err:
-        H.read_range(ref, shard, offset, nbytes, key="lm_head.weight")
+    with pytest.raises(RemoteSizeMismatchError, match="ended early") as err:
+        read_range(ref, shard, offset, nbytes, key="lm_head.weight")
     assert "truncated" in err.value.hint
-    with pytest.raises(H.RemoteSizeMismatchError, match="416"):
-        H.read_range(ref, shard, len(truncated) + 10, 4, key="beyond")
-    with pytest.raises(H.RemoteSizeMismatchError, match="bytes"):
-        H.read_range(ref, shard, len(files[shard]) - 2, 4, key="past-the-listing")
-    with pytest.raises(H.RemoteSizeMismatchError, match="size"):
-        H.download(ref, shard)  # hf_hub_download's own check, through X-Linked-Size
+    with pytest.raises(RemoteSizeMismatchError, match="416"):
+        read_range(ref, shard, len(truncated) + 10, 4, key="beyond")
+    with pytest.raises(RemoteSizeMismatchError, match="bytes"):
+        read_range(ref, shard, len(files[shard]) - 2, 4, key="past-the-listing")
+    with pytest.raises(RemoteSizeMismatchError, match="size"):
+        download(ref, shard)  # hf_hub_download's own check, through X-Linked-Size
     assert [p for p in ranges_dir(home).rglob("*") if p.is_file()] == []
 
 
 def test_a_server_without_ranges_gets_the_whole_file(env):
     server, files, _, _ = env
     server.disable_ranges("org/target")
-    ref = H.resolve_repo("org/target")
+    ref = resolve_repo("org/target")
     offset, nbytes = tensor_span(files[SHARDS[1]], "model.layers.0.mlp.up_proj.weight")
-    got = H.read_range(ref, SHARDS[1], offset, nbytes, key="model.layers.0.mlp.up_proj.weight")
+    got = read_range(ref, SHARDS[1], offset, nbytes, key="model.layers.0.mlp.up_proj.weight")
     assert bytes(got) == files[SHARDS[1]][offset:offset + nbytes]
-    assert H.cached_file(ref, SHARDS[1]).read_bytes() == files[SHARDS[1]]
+    assert cached_file(ref, SHARDS[1]).read_bytes() == files[SHARDS[1]]
     server.reset_counts()
-    assert bytes(H.read_range(ref, SHARDS[1], 0, 8, key=H.HEADER_LEN_KEY)) == files[SHARDS[1]][:8]
+    assert bytes(read_range(ref, SHARDS[1], 0, 8, key=HEADER_LEN_KEY)) == files[SHARDS[1]][:8]
     assert server.requests() == []  # served from the downloaded file
 
 
 def test_an_unreachable_hub_falls_back_to_the_cached_listing(env):
     server, _, _, _ = env
-    ref = H.resolve_repo("org/target")
+    ref = resolve_repo("org/target")
     server.stop()
-    again = H.resolve_repo("org/target")
+    again = resolve_repo("org/target")
     assert (again.commit_sha, again.from_cache, again.offline) == (ref.commit_sha, True, False)
-    with pytest.raises(H.HubNetworkError, match="org/other"):
-        H.resolve_repo("org/other")
+    with pytest.raises(HubNetworkError, match="org/other"):
+        resolve_repo("org/other")
 
 
 def test_progress_bars_on_a_terminal_only(env, monkeypatch):
@@ -331,12 +344,12 @@ def test_progress_bars_on_a_terminal_only(env, monkeypatch):
         def isatty(self):
             return True
 
-    ref = H.resolve_repo("org/target")
+    ref = resolve_repo("org/target")
     for quiet, tty in ((False, True), (True, True), (False, False)):
         err = Tty() if tty else io.StringIO()
         monkeypatch.setattr(sys, "stderr", err)
-        H.read_range(ref, SHARDS[0], 0, 8, key=f"probe-{quiet}-{tty}", quiet=quiet)
-        H.read_range(ref, SHARDS[0], 0, 8, key=f"probe-{quiet}-{tty}", quiet=quiet)  # cached: no bar
+        read_range(ref, SHARDS[0], 0, 8, key=f"probe-{quiet}-{tty}", quiet=quiet)
+        read_range(ref, SHARDS[0], 0, 8, key=f"probe-{quiet}-{tty}", quiet=quiet)  # cached: no bar
         assert (f"probe-{quiet}-{tty}" in err.getvalue()) == (tty and not quiet)
         assert err.getvalue().count(f"probe-{quiet}-{tty}") <= 2
 
@@ -347,12 +360,12 @@ def test_offline_also_reads_huggingface_hubs_own_cache(env):
     server, files, _, home = env
     from huggingface_hub import hf_hub_download
 
-    ref = H.resolve_repo("org/target")
+    ref = resolve_repo("org/target")
     hf_hub_download("org/target", "config.json")  # as `hf download org/target config.json` leaves it
     shutil.rmtree(home / "eagle-convert")
-    offline = H.resolve_repo("org/target", offline=True)
+    offline = resolve_repo("org/target", offline=True)
     assert (offline.commit_sha, offline.files) == (ref.commit_sha, {"config.json": len(files["config.json"])})
-    assert H.download(offline, "config.json").read_bytes() == files["config.json"]
+    assert download(offline, "config.json").read_bytes() == files["config.json"]
 
 
 def test_a_corrupt_header_on_the_hub_is_refused_before_any_tensor_byte(env):

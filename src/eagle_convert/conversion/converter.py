@@ -217,7 +217,9 @@ def compare_embeddings(head: DraftHead, target: TargetInfo, plan: Plan, always: 
 def fetch_plan(plan: Plan, inputs: dict[str, InputRef]) -> dict | None:
     """For repo-id inputs: bytes already fetched to build the plan, and exactly what converting will fetch (whole
     files for a draft, tensor byte ranges for a target), each marked cached or not. Local inputs fetch nothing."""
-    from ..io.hub import HubSource, cached_file, is_cached
+    from ..io.hub.ranges import is_cached
+    from ..io.hub.repos import cached_file
+    from ..io.hub.source import HubSource
 
     summary = {}
     for role, ref in inputs.items():

@@ -3,7 +3,7 @@
 Comparing folder paths is not enough: a draft laid out like the Hugging Face cache is a folder of symlinks
 (snapshots/<rev>/model.safetensors -> ../../blobs/<sha>), and `-o .../blobs --force` would replace the folder holding
 the draft's real bytes. So every input file is resolved (symlinks followed), and a repo input counts as its whole
-cache folder (the files a HubSource reads, io/hub.py)."""
+cache folder (the files a HubSource reads, io/hub/repos.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def input_locations(source, label: str) -> list[tuple[str, Path]]:
         return places + [(label, source.root)]  # an empty folder still may not be written into (already resolved)
     ref = getattr(source, "ref", None)
     if ref is not None and hasattr(ref, "repo_id"):  # a HubSource: the files it reads are in the caches
-        from .hub import cache_folders
+        from .hub.repos import cache_folders
 
         return [(f"{ref.repo_id}, cached in {folder}", Path(os.path.realpath(folder))) for folder in cache_folders(ref)]
     return []
