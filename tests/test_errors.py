@@ -144,10 +144,10 @@ def test_out_inside_input_and_out_existing(pair, tmp_path):
 @pytest.mark.parametrize("exc", [RuntimeError("disk on fire"), KeyboardInterrupt()])
 def test_failure_mid_write_leaves_nothing(pair, tmp_path, monkeypatch, exc):
     target, draft, _ = pair()
-    from eagle_convert.conversion import converter
+    from eagle_convert.conversion import execute
 
     calls = []
-    real = converter._produce
+    real = execute._produce
 
     def failing(planned, checkpoints, result):
         # Every call from the third on fails, so each writer stops at its first tensor after the third, whenever the
@@ -157,7 +157,7 @@ def test_failure_mid_write_leaves_nothing(pair, tmp_path, monkeypatch, exc):
             raise exc
         return real(planned, checkpoints, result)
 
-    monkeypatch.setattr(converter, "_produce", failing)
+    monkeypatch.setattr(execute, "_produce", failing)
     out = tmp_path / "new" / "parents" / "out"
     with pytest.raises(type(exc)):
         eagle_convert.convert(str(draft), str(target), out, max_shard_size=20_000)
@@ -170,9 +170,9 @@ def test_failure_with_force_keeps_the_old_output(pair, tmp_path, monkeypatch):
     out = tmp_path / "out"
     eagle_convert.convert(str(draft), str(target), out)
     before = tree_fingerprint(out)
-    from eagle_convert.conversion import converter
+    from eagle_convert.conversion import execute
 
-    monkeypatch.setattr(converter, "_produce", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
+    monkeypatch.setattr(execute, "_produce", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
     with pytest.raises(RuntimeError):
         eagle_convert.convert(str(draft), str(target), out, force=True)
     assert tree_fingerprint(out) == before

@@ -110,9 +110,9 @@ def test_a_lost_signal_exception_still_stops_the_conversion(pair, tmp_path, monk
     """Python may raise a handler's exception inside a __del__ or a callback, where it is printed and lost: the
     recorded signal must still stop the writers and keep the output from being moved into place."""
     target, draft, _ = pair()
-    from eagle_convert.conversion import converter
+    from eagle_convert.conversion import execute
 
-    real = converter._produce
+    real = execute._produce
 
     def produce_then_lose_a_signal(planned, checkpoints, result):
         try:
@@ -121,7 +121,7 @@ def test_a_lost_signal_exception_still_stops_the_conversion(pair, tmp_path, monk
             pass
         return real(planned, checkpoints, result)
 
-    monkeypatch.setattr(converter, "_produce", produce_then_lose_a_signal)
+    monkeypatch.setattr(execute, "_produce", produce_then_lose_a_signal)
     out = tmp_path / "out"
     with interrupts.handled_signals(), pytest.raises(interrupts.Interrupted) as info:
         eagle_convert.convert(str(draft), str(target), out)

@@ -158,6 +158,6 @@ def download(ref: RepoRef, path: str, *, quiet: bool = False) -> Path:
 
 def cache_folders(ref: RepoRef) -> list[Path]:
     """Where this repo's files live on disk: huggingface_hub's cache folder (snapshots are symlinks into its blobs/)
-    and our listing and range caches. An output folder must stay out of all of them (converter.check_out_path)."""
+    and our listing and range caches. An output folder must stay out of all of them (conversion/checks.py)."""
     folder = _repo_folder(ref.repo_id)
     return [Path(constants.HF_HUB_CACHE) / folder, cache_root() / "repos" / folder, cache_root() / "ranges" / folder]

@@ -1,0 +1,159 @@
+"""The executor of a plan: every output tensor produced from its sources and streamed into a staging folder
+(io/write.py), with its provenance (sha256 of the bytes read), then the configs, the index and the model card, and
+the folder moved into place."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from .. import __version__
+from ..checkpoint.index import Checkpoint
+from ..checkpoint.ranks.gather import gather
+from ..checkpoint.ranks.shards import Gathered
+from ..checkpoint.read import read_tensor
+from ..draft.load import DraftHead
+from ..io.digest import PREHASH, Digest
+from ..io.safetensors import tensor_bytes
+from ..io.write import STAGING_OWNER, OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
+from ..targets.quant import dequantize_fp8
+from ..targets.read import TargetInfo
+from . import finite
+from .derive import fold_fc_bias
+from .modelcard import model_card
+from .plan import DEQUANT, FOLD, GATHER, ZEROS, Plan, PlannedTensor
+
+if TYPE_CHECKING:  # converter.py imports this module
+    from .converter import ConversionResult
+
+
+def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: bool, max_shard: int,
+             result: ConversionResult, progress: bool, allow_nonfinite: bool = False) -> None:
+    checkpoints = {"draft": head.checkpoint, "target": target.checkpoint}
+    by_name = {t.name: t for t in plan.tensors}
+    nonfinite: dict[str, int] = {}  # NaN/Inf values each tensor's sources held (finite.judge raises for the rest)
+    provenance: dict[str, dict] = {}
+    pending: list[dict] = []  # source entries whose sha256 is still being computed (on threads of their own)
+
+    def settle() -> None:
+        for src in pending:
+            src["sha256"] = src["sha256"].hexdigest()
+        pending.clear()
+
+    def produce(o: OutTensor) -> torch.Tensor:
+        # Hashing lags behind writing: a tensor's source digest may still run while the next tensors are written, so
+        # both cores stay busy (the fp32 sources of a bf16 output take twice as long to hash as to write). This costs
+        # no memory: what is hashed is file pages (a mapped file or cached range) or a pickle held anyway.
+        planned = by_name[o.name]
+        value, sources = _produce(planned, checkpoints, result)
+        pending.extend(sources)
+        provenance[o.name] = {"sources": sources, "how": _how(planned),
+                              "dtype": str(planned.dtype).removeprefix("torch."), "shape": list(planned.shape)}
+        return value
+
+    def on_nonfinite(o: OutTensor, value: torch.Tensor, written: int) -> None:
+        nonfinite[o.name] = finite.judge(by_name[o.name], value, written, checkpoints)
+
+    for planned in plan.tensors:  # in the order they are written: the disk reads ahead of the CPU
+        for origin, ref in planned.sources:
+            source = checkpoints[origin].source
+            for leaf in ref.leaves():
+                source.warm(leaf.file, *((leaf.offset, leaf.nbytes) if leaf.offset is not None
+                                         else (0, source.size(leaf.file))))
+    wanted = [OutTensor(t.name, t.dtype, t.shape) for t in plan.tensors]
+    shards = shard(wanted, max_shard)
+    files = dict(zip(shard_names(len(shards)), shards))
+    bar = _progress(len(wanted), progress)
+    with staged_output(out, force) as staging:
+        try:
+            for rel, tensors in files.items():
+                write_safetensors(staging / rel, tensors, lambda o: (bar.update(1), produce(o))[1],
+                                  on_nonfinite=on_nonfinite)
+            settle()
+        finally:
+            bar.close()  # also on error: tqdm's own monitor thread must not outlive the conversion
+        result.nonfinite = {t.name: nonfinite[t.name] for t in plan.tensors if nonfinite.get(t.name)}
+        if result.nonfinite and not allow_nonfinite:
+            raise finite.refusal(result.nonfinite, by_name)  # inside staged_output: the staging folder is removed
+        for name, count in result.nonfinite.items():
+            provenance[name]["nonfinite"] = count
+        if len(files) > 1:
+            write_json(staging / "model.safetensors.index.json", {
+                "metadata": {"total_size": sum(t.nbytes for t in wanted)},
+                "weight_map": {t.name: rel for rel, ts in files.items() for t in ts}})
+        write_json(staging / "config.json", plan.config)
+        result.provenance = {
+            "tool": "eagle-convert", "version": __version__, "layout": plan.layout, "dtype": plan.dtype_name,
+            "inputs": {"draft": result.draft.to_dict(), "target": result.target.to_dict(),
+                       **({"lm_head_from": result.lm_head_from.to_dict()} if result.lm_head_from else {})},
+            "dropped": [{"name": n, "reason": r} for n, r in plan.dropped], "notes": list(plan.notes),
+            "fold": result.fold.to_dict() if result.fold else None,
+            "nonfinite": result.nonfinite,  # --allow-nonfinite: NaN/Inf values written as the sources hold them
+            "tensors": {t.name: provenance[t.name] for t in plan.tensors},  # plan order, whichever writer was first
+        }
+        write_json(staging / "eagle_convert.json", result.provenance)
+        (staging / "README.md").write_text(model_card(plan, result))
+        result.files = sorted(p.name for p in staging.iterdir() if p.name != STAGING_OWNER)
+    result.out = out.resolve()
+
+
+def _how(planned: PlannedTensor) -> str:
+    """How an output tensor was made from its sources, for the provenance record."""
+    if planned.derive == DEQUANT:
+        return planned.dequant.how(planned.dtype)
+    if planned.derive not in (None, GATHER):
+        return planned.derive
+    source = planned.sources[0].ref
+    cast = (None if source.dtype == planned.dtype else
+            f"cast {str(source.dtype).removeprefix('torch.')} -> {str(planned.dtype).removeprefix('torch.')}")
+    if planned.derive == GATHER:
+        return f"{source.how()}, then {cast}" if cast else source.how()
+    return cast or "copy"
+
+
+def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result: ConversionResult):
+    """The tensor to write (in its source dtype when only a cast is left: the writer casts it chunk by chunk) and the
+    provenance of what was read for it: sha256 of the bytes read (never whole files), as a Digest computed on another
+    core while the tensor is written; `_execute` waits for it."""
+    if planned.derive == ZEROS:
+        return torch.zeros(planned.shape, dtype=planned.dtype), []
+    values, sources = [], []
+    for origin, ref in planned.sources:
+        ckpt = checkpoints[origin]
+        if isinstance(ref, Gathered):  # one source entry per rank shard, with the byte range read
+            value, shards = gather(ckpt, ref)
+            sources += [{"origin": origin, "file": ckpt.source.describe(leaf.file), "name": leaf.name,
+                         "range": [leaf.offset, leaf.offset + leaf.nbytes], "revision": ckpt.source.revision(),
+                         "sha256": Digest(tensor_bytes(shard))} for leaf, shard in zip(ref.leaves(), shards)]
+            values.append(value)
+            continue
+        value = read_tensor(ckpt, ref)
+        span = ckpt.span(ref)  # hashed from the file already (the CLI starts on the draft before torch loads)?
+        digest = (PREHASH.take(*span) if span else None) or Digest(tensor_bytes(value))
+        sources.append({"origin": origin, "file": ckpt.source.describe(ref.file), "name": ref.name,
+                        "revision": ckpt.source.revision(), "sha256": digest})
+        values.append(value)
+    if planned.derive == DEQUANT:
+        codes, scale = values
+        return dequantize_fp8(codes, scale, planned.dequant.block, planned.dtype), sources
+    if planned.derive == FOLD:
+        embed, fc_weight, fc_bias = values
+        folded, result.fold = fold_fc_bias(embed, fc_weight, fc_bias, planned.dtype)
+        return folded, sources
+    return values[0], sources
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None: ...
+    def close(self) -> None: ...
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled or not sys.stderr.isatty():
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="writing tensors", unit="tensor", file=sys.stderr, leave=False)
