@@ -162,7 +162,7 @@ def test_a_race_while_replacing_with_force_keeps_the_winner_and_no_hidden_copy(t
     from pathlib import Path
 
     from eagle_convert import errors
-    from eagle_convert.io import write
+    from eagle_convert.io import staging as staging_module
 
     staging, out, old = tmp_path / ".out.x.tmp", tmp_path / "out", tmp_path / ".out.x.old"
     staging.mkdir()
@@ -180,7 +180,7 @@ def test_a_race_while_replacing_with_force_keeps_the_winner_and_no_hidden_copy(t
 
     monkeypatch.setattr(Path, "rename", rename_then_race)
     with pytest.raises(errors.OutputPathError, match="another conversion wrote the same output"):
-        write._move_into_place(staging, out, True, old)
+        staging_module._move_into_place(staging, out, True, old)
     assert (out / "model.safetensors").read_bytes() == b"the winner's"
     assert not old.exists()  # no hidden copy left behind (--force asked for it to be replaced)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from ..checkpoint.open import InputRef, absolute_if_local, open_input
 from ..draft.load import load_draft
 from ..errors import OutputPathError, UnsupportedConversionError
+from ..io.staging import remove_stale_staging
 from ..io.units import parse_size
-from ..io.write import remove_stale_staging
 from ..layouts import get_layout
 from ..targets.read import read_target
 from .checks import EMBED_SAMPLE_ROWS, _check_vocab_map, check_out_path, compare_embeddings, compares_embeddings

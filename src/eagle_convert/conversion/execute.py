@@ -1,6 +1,6 @@
-"""The executor of a plan: every output tensor produced from its sources and streamed into a staging folder
-(io/write.py), with its provenance (sha256 of the bytes read), then the configs, the index and the model card, and
-the folder moved into place."""
+"""The executor of a plan: every output tensor produced from its sources and streamed (io/write.py) into a staging
+folder (io/staging.py), with its provenance (sha256 of the bytes read), then the configs, the index and the model
+card, and the folder moved into place."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from ..checkpoint.read import read_tensor
 from ..draft.load import DraftHead
 from ..io.digest import PREHASH, Digest
 from ..io.safetensors import tensor_bytes
-from ..io.write import STAGING_OWNER, OutTensor, shard, shard_names, staged_output, write_json, write_safetensors
+from ..io.staging import STAGING_OWNER, staged_output
+from ..io.write import OutTensor, shard, shard_names, write_json, write_safetensors
 from ..targets.quant import dequantize_fp8
 from ..targets.read import TargetInfo
 from . import finite
