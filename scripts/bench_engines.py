@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--target")
     ap.add_argument("--draft")
     ap.add_argument("--prompts")
-    ap.add_argument("--tiny", help="build the tiny release pair (tests/release_pair.py) here and bench its EAGLE-1")
+    ap.add_argument("--tiny", help="build the tiny release pair (eagle_convert.testing.vllm_pairs) here and bench its EAGLE-1")
     ap.add_argument("--first", type=int, default=0, help="only the first N prompts")
     ap.add_argument("-k", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=64)
@@ -50,8 +50,7 @@ def main() -> None:
     ap.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
     args = ap.parse_args()
     if args.tiny:
-        sys.path.insert(0, str(ROOT / "tests"))
-        from release_pair import build_releases
+        from eagle_convert.testing.vllm_pairs import build_releases
 
         pair = build_releases(Path(args.tiny))
         args.target, args.draft, args.prompts = str(pair["target"]), str(pair["eagle1"]), str(pair["prompts"])

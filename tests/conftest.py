@@ -16,7 +16,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target  # noqa: E402
-from golden_sets import GOLDEN, GOLDEN_SETS, check_all_golden_sets, check_golden_set  # noqa: E402, F401
+from support.golden_sets import GOLDEN, GOLDEN_SETS, check_all_golden_sets, check_golden_set  # noqa: E402, F401
 
 
 def golden(name: str) -> Path:

@@ -16,7 +16,7 @@ from eagle_convert.io import hub as H
 from eagle_convert.checkpoint.open import is_repo_id, open_input
 from eagle_convert.errors import LayoutError
 from eagle_convert.testing.tiny import TinyConfig, make_target
-from hubserver import HubServer, run_json, use_in_process
+from support.hubserver import HubServer, run_json, use_in_process
 
 V, D = 1000, 256  # each shard holds about 1 MB
 SHARDS = ["model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"]

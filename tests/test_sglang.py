@@ -22,7 +22,7 @@ from eagle_convert.draft.load import load_draft
 from eagle_convert.testing.tiny import make_eagle1_head, make_eagle3_head, make_target
 from eagle_convert.io.source import LocalSource
 
-from variant_heads import TARGET, VARIANTS, WIDE_TARGET, make_variant_head
+from support.variant_heads import TARGET, VARIANTS, WIDE_TARGET, make_variant_head
 
 pytestmark = pytest.mark.sglang
 

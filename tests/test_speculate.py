@@ -12,7 +12,7 @@ from eagle_convert.runner import speculate
 from eagle_convert.runner.metrics import AcceptanceStats, merge_stats
 from eagle_convert.runner.speculate import accept_sampled, plain_generate, speculative_generate
 from eagle_convert.spec import EAGLE1, EAGLE3
-from runner_fixtures import (
+from support.runner_fixtures import (
     agreeing_eagle1_head, build_pair, draft_spec_for, memoryless_target, random_head_weights, random_target_weights,
     tiny_config,
 )

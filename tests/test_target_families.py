@@ -17,7 +17,7 @@ from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head
 from eagle_convert.io.source import LocalSource
 from eagle_convert.targets import FAMILIES as TABLES
 
-from target_families import FAMILIES, LEGACY, H, V, INTER, HEADS, KV, save_family, saved_names, shard_of
+from support.target_families import FAMILIES, LEGACY, H, V, INTER, HEADS, KV, save_family, saved_names, shard_of
 
 pytest.importorskip("transformers")
 

@@ -13,7 +13,7 @@ from eagle_convert.runner.trees.draft import draft_tree
 from eagle_convert.runner.trees.shapes import MC_SIM_7B_63, dynamic_tree, static_tree
 from eagle_convert.runner.trees.speculate import tree_generate
 from eagle_convert.spec import EAGLE1, EAGLE3
-from runner_fixtures import agreeing_eagle1_head, build_pair, memoryless_target
+from support.runner_fixtures import agreeing_eagle1_head, build_pair, memoryless_target
 from test_speculate import CHI2_999, chi_square, exact_marginals, prompt, random_pair, sampling_pair
 
 SHAPES = {

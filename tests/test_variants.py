@@ -22,7 +22,7 @@ from eagle_convert.testing.tiny import make_target
 from eagle_convert.io.source import LocalSource
 from eagle_convert.runner.heads import build_draft_head
 
-from variant_heads import TARGET, VARIANTS, WIDE_TARGET, make_variant_head
+from support.variant_heads import TARGET, VARIANTS, WIDE_TARGET, make_variant_head
 
 LAYOUTS = ("vllm", "speculators", "sglang")
 REFUSED = {("norm_before_residual", "sglang"): "norm_before_residual", ("qwen3", "sglang"): "q_norm/k_norm",
