@@ -93,11 +93,11 @@ stress-suite: $(BIN)/eagle-convert
 	bash scripts/stress_suite.sh $(or $(SUITE_N),10)
 
 # The input fuzzer (slow; not in CI, which runs a short seeded one in tests/test_fuzz.py): FUZZ_N damaged inputs
-# (headers, data, NaN/Inf, pickles, JSON, files), each refused cleanly or converted faithfully (scripts/fuzz_convert.py).
+# (headers, data, NaN/Inf, pickles, JSON, files), each refused cleanly or converted faithfully (scripts/fuzz/fuzz_convert.py).
 FUZZ_N ?= 1000
 FUZZ_SEED ?= 0
 fuzz: $(BIN)/eagle-convert
-	$(BIN)/python scripts/fuzz_convert.py --runs $(FUZZ_N) --seed $(FUZZ_SEED)
+	$(BIN)/python scripts/fuzz/fuzz_convert.py --runs $(FUZZ_N) --seed $(FUZZ_SEED)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) build *.egg-info src/*.egg-info

@@ -1,4 +1,4 @@
-"""The mutations of scripts/fuzz_convert.py: each takes a random generator and the copied inputs of one conversion,
+"""The mutations of the input fuzzer (eagle_convert.testing.fuzz): each takes a random generator and the copied inputs of one conversion,
 damages one file in place, and says what it did and which source tensors it may have changed (for the oracle)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class Mutation:
     what: str
     file: Path | None = None  # the file changed (None: only added or removed files)
     touched: set[str] = field(default_factory=set)  # source tensor names whose bytes or header may have changed
-    config_value: bool = False  # a config.json key deleted or given an odd value (see fuzz_convert.KNOWN)
+    config_value: bool = False  # a config.json key deleted or given an odd value (see eagle_convert.testing.fuzz: KNOWN)
 
 
 # ---- safetensors files ----------------------------------------------------------------------------------------------
