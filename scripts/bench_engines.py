@@ -41,7 +41,8 @@ def main() -> None:
     ap.add_argument("--target")
     ap.add_argument("--draft")
     ap.add_argument("--prompts")
-    ap.add_argument("--tiny", help="build the tiny release pair (eagle_convert.testing.vllm_pairs) here and bench its EAGLE-1")
+    ap.add_argument("--tiny", help="build the tiny release pair (eagle_convert.testing.vllm_pairs) here and bench "
+                                  "its EAGLE-1")
     ap.add_argument("--first", type=int, default=0, help="only the first N prompts")
     ap.add_argument("-k", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=64)

@@ -4,8 +4,9 @@ sampling), against how far the deliberate mistakes move it: the numbers behind `
 MIN_TAU_TOLERANCE).
 
 For each mode (fp32 greedy, bf16 greedy, fp32 and bf16 at temperature 1 over several seeds), every correct conversion
-of the tiny release pair (eagle_convert.testing.vllm_pairs: build_releases) and every deliberate mistake of
-eagle_convert.testing.gate_mistakes is benched with `--reference-draft` on the raw head; prints |Δτ| per case and the extremes.
+of the tiny release pair (eagle_convert.testing.vllm_pairs: build_releases) and every deliberate mistake
+of eagle_convert.testing.gate_mistakes is benched with `--reference-draft` on the raw head; prints |Δτ| per
+case and the extremes.
 
 Usage: python scripts/measure_gate_tolerance.py WORKDIR [--seeds 3] [--tokens 48] [--prompts 8]
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from pathlib import Path
 

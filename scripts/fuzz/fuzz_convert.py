@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", type=int, help="replay this one run")
     ap.add_argument("--workdir", type=Path, help="where the temporary folders go (default: the system's)")
-    ap.add_argument("--strict", action="store_true", help="count the KNOWN failures (eagle_convert.testing.fuzz: KNOWN) as failures")
+    ap.add_argument("--strict", action="store_true", help="count the KNOWN failures (see eagle_convert.testing.fuzz) as failures")
     args = ap.parse_args(argv)
     summary = fuzz(args.runs, args.seed, args.workdir, args.only, strict=args.strict)
     print(f"{summary['runs']} runs in {summary['seconds']} s (seed {args.seed}): {summary['refused']} refused, "

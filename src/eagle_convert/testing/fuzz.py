@@ -5,9 +5,9 @@
 Builds tiny checkpoints (src/eagle_convert/testing/tiny.py: a sharded safetensors target, an EAGLE-1 `.bin` head with
 an fc bias, an EAGLE-3 safetensors head) and three conversions of them (EAGLE-3 -> vllm, EAGLE-1 -> vllm-v0,
 EAGLE-1 -> vllm with --fc-bias fold), converts each once as a reference, then per run copies one conversion's
-inputs, damages one file (eagle_convert.testing.fuzz_mutations: safetensors headers, entries, lengths, nesting, metadata, data
-bits, NaN/Inf, truncation; pickles; config and index JSON; missing and extra files) and runs the CLI in this process
-(click's CliRunner), with --allow-nonfinite on some runs. A run passes when either
+inputs, damages one file (eagle_convert.testing.fuzz_mutations: safetensors headers, entries, lengths, nesting,
+metadata, data bits, NaN/Inf, truncation; pickles; config and index JSON; missing and extra files) and runs the
+CLI in this process (click's CliRunner), with --allow-nonfinite on some runs. A run passes when either
 - it is refused: exit 1, one paragraph on stderr starting "error: " (no traceback), no output folder, no staging
   folder left, every input file byte-identical to before the run; or
 - it converts faithfully: every output tensor loads with safetensors' own loader and equals (bit for bit, NaN
