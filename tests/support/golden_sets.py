@@ -49,3 +49,8 @@ def check_all_golden_sets(golden_root: Path = GOLDEN) -> Path:
 def _message(path: Path) -> str:
     return (f"golden data file missing: {path}. The golden sets are part of the repository (tests/golden, see its "
             "README.md): restore it with `git checkout -- tests/golden`.")
+
+
+def golden(name: str) -> Path:
+    """The folder of golden set `name`; GoldenDataMissing (a failure, not a skip) when any of its files is absent."""
+    return check_golden_set(GOLDEN / name)
