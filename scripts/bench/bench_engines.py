@@ -2,7 +2,7 @@
 """Wall time of `bench --engine ours` against `bench --engine vllm` on the same pair and prompts, and their counters
 side by side (docs/benchmarks.md, issue 13). Runs both as the user would (the CLI, --json), one after the other:
 
-  python scripts/bench_engines.py --target T --draft D --prompts P.jsonl [--max-new-tokens 64] [--first 4] \
+  python scripts/bench/bench_engines.py --target T --draft D --prompts P.jsonl [--max-new-tokens 64] [--first 4] \
       [--vllm-python .venv-vllm/bin/python] [--tiny DIR]   # --tiny: build the tiny release pair under DIR first
 
 Prints a markdown table: per engine the whole command's wall time, the engine start (vLLM: speculative and baseline
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(engine: str, args, prompts: Path) -> tuple[dict, float]:

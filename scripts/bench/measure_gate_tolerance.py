@@ -8,7 +8,7 @@ of the tiny release pair (eagle_convert.testing.vllm_pairs: build_releases) and 
 of eagle_convert.testing.gate_mistakes is benched with `--reference-draft` on the raw head; prints |Δτ| per
 case and the extremes.
 
-Usage: python scripts/measure_gate_tolerance.py WORKDIR [--seeds 3] [--tokens 48] [--prompts 8]
+Usage: python scripts/bench/measure_gate_tolerance.py WORKDIR [--seeds 3] [--tokens 48] [--prompts 8]
 """
 
 from __future__ import annotations
