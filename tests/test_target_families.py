@@ -1,6 +1,6 @@
-"""Every target family, from checkpoints transformers itself saved (tests/target_families.py): convert splices the
-LM head and embedding equal to transformers' own get_output_embeddings() / get_input_embeddings(), reading only the
-shards that hold them; an unknown architecture is refused with the way to name the tensors."""
+"""Every target family, from checkpoints transformers itself saved (tests/support/target_families.py): convert
+splices the LM head and embedding equal to transformers' own get_output_embeddings() / get_input_embeddings(),
+reading only the shards that hold them; an unknown architecture is refused with the way to name the tensors."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Where the golden sets live (tests/golden, carried in the repository) and which files each must have.
 
-The one definition of the path: conftest.py and runner_fixtures.py import it from here. A missing file is an error
-that names it, never a skip: a checkout without its golden data must not pass by testing less."""
+The one definition of the path: conftest.py, the other support modules and the tests import it (or `golden`) from
+here. A missing file is an error that names it, never a skip: a checkout without its golden data must not pass by
+testing less."""
 
 from __future__ import annotations
 
