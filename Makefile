@@ -44,7 +44,7 @@ test-vllm: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
 SGLANG_VENV ?= .venv-sglang
 $(SGLANG_VENV)/bin/sglang-ready:
 	test -x $(SGLANG_VENV)/bin/python || $(PYTHON) -m venv $(SGLANG_VENV)
-	$(SGLANG_VENV)/bin/pip install -q -r scripts/sglang-loader-requirements.txt
+	$(SGLANG_VENV)/bin/pip install -q -r scripts/engines/sglang-loader-requirements.txt
 	$(SGLANG_VENV)/bin/pip install -q --no-deps sglang==0.5.23 vllm==0.33.0
 	touch $@
 
@@ -59,31 +59,31 @@ REAL_DIR ?= .real
 REAL_THREADS ?= 2
 REAL_E3_MIN_TAU ?= 1.15
 real-demo: $(BIN)/eagle-convert
-	PYTHON=$(PYTHON) bash scripts/make_real_target.sh $(REAL_DIR)/smollm2
-	test -f $(REAL_DIR)/eagle1-smollm2/pytorch_model.bin || $(BIN)/python scripts/train_eagle_head.py \
+	PYTHON=$(PYTHON) bash scripts/real/make_real_target.sh $(REAL_DIR)/smollm2
+	test -f $(REAL_DIR)/eagle1-smollm2/pytorch_model.bin || $(BIN)/python scripts/train/train_eagle_head.py \
 		--target $(REAL_DIR)/smollm2 --out $(REAL_DIR)/eagle1-smollm2 --work $(REAL_DIR)/train --threads $(REAL_THREADS)
 	$(BIN)/eagle-convert inspect $(REAL_DIR)/eagle1-smollm2 --target $(REAL_DIR)/smollm2
 	$(BIN)/eagle-convert convert $(REAL_DIR)/eagle1-smollm2 --target $(REAL_DIR)/smollm2 \
 		-o $(REAL_DIR)/eagle1-smollm2-vllm-v0 --to vllm-v0 --force
 	$(BIN)/eagle-convert bench --target $(REAL_DIR)/smollm2 --draft $(REAL_DIR)/eagle1-smollm2-vllm-v0 \
-		--prompts scripts/data/real_eval_prompts.jsonl -k 3 --max-new-tokens 128 --threads $(REAL_THREADS) \
+		--prompts scripts/real/data/real_eval_prompts.jsonl -k 3 --max-new-tokens 128 --threads $(REAL_THREADS) \
 		--min-acceptance-length 1.3
-	test -f $(REAL_DIR)/eagle3-smollm2/pytorch_model.bin || $(BIN)/python scripts/train_eagle3_head.py \
+	test -f $(REAL_DIR)/eagle3-smollm2/pytorch_model.bin || $(BIN)/python scripts/train/train_eagle3_head.py \
 		--target $(REAL_DIR)/smollm2 --out $(REAL_DIR)/eagle3-smollm2 --work $(REAL_DIR)/train --threads $(REAL_THREADS)
 	$(BIN)/eagle-convert inspect $(REAL_DIR)/eagle3-smollm2 --target $(REAL_DIR)/smollm2
 	$(BIN)/eagle-convert convert $(REAL_DIR)/eagle3-smollm2 --target $(REAL_DIR)/smollm2 \
 		-o $(REAL_DIR)/eagle3-smollm2-vllm --to vllm --force
 	$(BIN)/eagle-convert bench --target $(REAL_DIR)/smollm2 --draft $(REAL_DIR)/eagle3-smollm2-vllm \
-		--prompts scripts/data/real_eval_prompts.jsonl -k 3 --max-new-tokens 128 --threads $(REAL_THREADS) \
+		--prompts scripts/real/data/real_eval_prompts.jsonl -k 3 --max-new-tokens 128 --threads $(REAL_THREADS) \
 		--min-acceptance-length $(REAL_E3_MIN_TAU)
 
 # The real pair in real vLLM (slow: 6-18 min on the shared 2-core machine; not in CI): the real target, the trained EAGLE-3 head of real-demo (or,
 # when there is none, a short one trained in a few minutes into $(REAL_DIR)/eagle3-smollm2-short), converted to vllm and
 # speculators; vLLM's counters and tokens must equal bench's, prompt by prompt (tests/test_vllm_real.py).
 test-vllm-real: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
-	PYTHON=$(PYTHON) bash scripts/make_real_target.sh $(REAL_DIR)/smollm2
+	PYTHON=$(PYTHON) bash scripts/real/make_real_target.sh $(REAL_DIR)/smollm2
 	head=$(REAL_DIR)/eagle3-smollm2; if [ ! -f $$head/pytorch_model.bin ]; then head=$(REAL_DIR)/eagle3-smollm2-short; \
-		test -f $$head/pytorch_model.bin || $(BIN)/python scripts/train_eagle3_head.py --target $(REAL_DIR)/smollm2 \
+		test -f $$head/pytorch_model.bin || $(BIN)/python scripts/train/train_eagle3_head.py --target $(REAL_DIR)/smollm2 \
 		--out $$head --work $(REAL_DIR)/train --gen-minutes 4 --train-minutes 4 --threads $(REAL_THREADS) || exit 1; fi; \
 	EAGLE_REAL_TARGET=$(abspath $(REAL_DIR))/smollm2 EAGLE3_REAL_HEAD=$$(cd $$head && pwd) \
 	VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -m vllm tests/test_vllm_real.py -p no:cacheprovider
@@ -92,16 +92,16 @@ test-vllm-real: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
 # processes keep both cores loaded. Every exit status must be 0.
 STRESS_N ?= 500
 stress-convert: $(BIN)/eagle-convert
-	bash scripts/stress_convert.sh $(STRESS_N)
+	bash scripts/stress/stress_convert.sh $(STRESS_N)
 stress-suite: $(BIN)/eagle-convert
-	bash scripts/stress_suite.sh $(or $(SUITE_N),10)
+	bash scripts/stress/stress_suite.sh $(or $(SUITE_N),10)
 
 # The input fuzzer (slow; not in CI, which runs a short seeded one in tests/test_fuzz.py): FUZZ_N damaged inputs
-# (headers, data, NaN/Inf, pickles, JSON, files), each refused cleanly or converted faithfully (scripts/fuzz_convert.py).
+# (headers, data, NaN/Inf, pickles, JSON, files), each refused cleanly or converted faithfully (scripts/fuzz/fuzz_convert.py).
 FUZZ_N ?= 1000
 FUZZ_SEED ?= 0
 fuzz: $(BIN)/eagle-convert
-	$(BIN)/python scripts/fuzz_convert.py --runs $(FUZZ_N) --seed $(FUZZ_SEED)
+	$(BIN)/python scripts/fuzz/fuzz_convert.py --runs $(FUZZ_N) --seed $(FUZZ_SEED)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) build *.egg-info src/*.egg-info

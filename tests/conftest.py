@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-from pathlib import Path
 
 # One torch thread, here and in every command a test starts: the models are tiny, and on a loaded 2-core CI machine
 # two OpenMP threads that spin-wait for each other made a bench 17x slower (1.0 s -> 17.5 s, measured).
@@ -16,12 +14,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target  # noqa: E402
-from golden_sets import GOLDEN, GOLDEN_SETS, check_all_golden_sets, check_golden_set  # noqa: E402, F401
-
-
-def golden(name: str) -> Path:
-    """The folder of golden set `name`; GoldenDataMissing (a failure, not a skip) when any of its files is absent."""
-    return check_golden_set(GOLDEN / name)
+from support.golden_sets import check_all_golden_sets  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -30,15 +23,6 @@ def _golden_data_complete(request):
     # its first test, instead of a KeyError deep in a loader or a silent skip. One check of all sets per session.
     if hasattr(request.module, "GOLDEN") or hasattr(request.module, "golden"):
         check_all_golden_sets()
-
-
-def tree_fingerprint(folder: Path) -> dict[str, tuple[str, int]]:
-    """sha256 and mtime of every file under `folder`: to prove inputs are never modified."""
-    out = {}
-    for p in sorted(folder.rglob("*")):
-        if p.is_file():
-            out[str(p.relative_to(folder))] = (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
-    return out
 
 
 @pytest.fixture

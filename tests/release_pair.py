@@ -1,11 +1,4 @@
-"""The tiny target and release-layout heads of scripts/make_tiny_vllm_pair.py (`build_releases`), for the real-vLLM
-tests and the gate tests."""
+"""Transitional: tests/test_vllm.py and test_engine_vllm.py still import `release_pair` from here; they move to
+support.release_pair with the vLLM tests' own change, and this file goes then."""
 
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-from make_tiny_vllm_pair import RELEASE_PROMPTS as PROMPTS, build_releases  # noqa: E402,F401
+from support.release_pair import PROMPTS, build_releases  # noqa: F401

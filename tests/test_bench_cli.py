@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 import eagle_convert
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
+
+from support.convert import run_cli
 
 PROMPTS = ["t10 t11 t12", "t40 t7 t99 t3"]
 
@@ -51,10 +51,6 @@ def test_folded_fc_bias_gives_the_same_acceptance(tmp_path):
     raw, folded = bench(tmp_path / "target", tmp_path / "raw"), bench(tmp_path / "target", tmp_path / "v1")
     assert comparable(folded)["outputs"] == comparable(raw)["outputs"]
     assert folded.stats.histogram == raw.stats.histogram
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "eagle_convert", *map(str, args)], capture_output=True, text=True)
 
 
 def test_cli_json_gate_and_exit_codes(tmp_path):

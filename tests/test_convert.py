@@ -11,15 +11,8 @@ from safetensors import safe_open
 import eagle_convert
 from eagle_convert.testing.tiny import TinyConfig
 
-from conftest import GOLDEN_SETS, golden, tree_fingerprint
-
-
-def load_out(folder):
-    tensors = {}
-    for f in sorted(folder.glob("*.safetensors")):
-        with safe_open(str(f), framework="pt") as st:
-            tensors.update({k: st.get_tensor(k) for k in st.keys()})
-    return json.loads((folder / "config.json").read_text()), tensors
+from support.convert import load_out, tree_fingerprint
+from support.golden_sets import GOLDEN_SETS, golden
 
 
 def golden_target_tensors(path):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -13,21 +11,7 @@ import eagle_convert
 from eagle_convert import errors
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 
-from conftest import tree_fingerprint
-
-
-def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "eagle_convert", *map(str, args)], capture_output=True, text=True,
-                          env=env)
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
-
-
-def assert_nothing_left(out):
-    assert not out.exists()
-    assert not list(out.parent.glob(f".{out.name}.eagle-convert-*")), "staging folder left behind"
+from support.convert import assert_nothing_left, flat, run_cli, tree_fingerprint
 
 
 def mismatched_pair(tmp_path, **target_cfg):

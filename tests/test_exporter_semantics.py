@@ -25,8 +25,9 @@ from eagle_convert.testing.tiny import make_target
 from eagle_convert.benchmark.session import load_target
 from eagle_convert.runner.heads import aux_layer_ids_for
 
-from test_variants import LAYOUTS, edit_config, flat, load, run_cli, runner_head
-from variant_heads import TARGET, VARIANTS, make_variant_head
+from support.convert import flat, run_cli
+from support.variant_heads import TARGET, VARIANTS, make_variant_head
+from support.variants import LAYOUTS, edit_config, load, runner_head
 
 OURS = (1, 2, 3)  # the aux ids as eagle-convert (and vLLM) count them: the input of layer i
 MODELOPT = [i - 1 for i in OURS]  # the same layers as ModelOpt writes them: the output of layer i

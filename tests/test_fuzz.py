@@ -1,16 +1,12 @@
-"""A short seeded run of the input fuzzer (scripts/fuzz_convert.py; `make fuzz` runs 1000): every damaged input is
-refused cleanly or converted faithfully; and the fuzzer does catch a converter that trusts a bad header."""
+"""A short seeded run of the input fuzzer (eagle_convert.testing.fuzz; `make fuzz` runs 1000 through
+scripts/fuzz/fuzz_convert.py): every damaged input is refused cleanly or converted faithfully; and the fuzzer does
+catch a converter that trusts a bad header."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import fuzz_convert  # noqa: E402
+from eagle_convert.testing import fuzz as fuzz_convert
 
 
 def test_a_short_fuzz_run_finds_nothing(tmp_path):

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from golden_sets import (ALL_GOLDEN_SETS, GOLDEN, GOLDEN_SETS, GoldenDataMissing, check_all_golden_sets,
+from support.golden_sets import (ALL_GOLDEN_SETS, GOLDEN, GOLDEN_SETS, GoldenDataMissing, check_all_golden_sets,
                          check_golden_set, required_files)
 
 

@@ -10,7 +10,7 @@ import pytest
 import eagle_convert
 from eagle_convert import errors
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
-from hubserver import HubServer, run_cli, use_in_process
+from support.hubserver import HubServer, run_cli, use_in_process
 
 CFG = TinyConfig(hidden_size=256, intermediate_size=512, vocab_size=1024, num_hidden_layers=2)  # ~1 MB shards
 

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from hubserver import HubServer, run_json, run_python
+from support.hubserver import HubServer, run_json, run_python
 
 CONFIG = b'{"hidden_size": 64}'
 HEADER = json.dumps({"w": {"dtype": "F32", "shape": [256], "data_offsets": [0, 1024]}}).encode()

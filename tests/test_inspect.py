@@ -11,7 +11,7 @@ import pytest
 import eagle_convert
 from eagle_convert.testing.tiny import TinyConfig
 
-from conftest import golden
+from support.golden_sets import golden
 
 
 def problems(report):

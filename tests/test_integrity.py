@@ -18,7 +18,7 @@ from eagle_convert.cli.main import main
 from eagle_convert.conversion.derive import fold_fc_bias
 from eagle_convert.testing.tiny import TinyConfig
 
-from conftest import tree_fingerprint
+from support.convert import tree_fingerprint
 
 EAGLE3 = {"cfg": TinyConfig(num_hidden_layers=8), "kind": "eagle3"}
 

@@ -18,8 +18,8 @@ from eagle_convert.layouts import LAYOUTS, Layout, output_layouts
 from eagle_convert.layouts.registry import served_as_stored
 from eagle_convert.layouts.variant_table import variant_markdown_table
 
-from conftest import golden
-from test_convert import load_out
+from support.convert import load_out
+from support.golden_sets import golden
 
 LAYER = [f"layers.0.self_attn.{p}_proj.weight" for p in "qkvo"] + \
         [f"layers.0.mlp.{p}_proj.weight" for p in ("gate", "up", "down")] + ["layers.0.post_attention_layernorm.weight"]

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import tree_fingerprint
-from test_errors import flat, run_cli
+from support.convert import flat, run_cli, tree_fingerprint
 
 
 def hf_cache_layout(folder: Path, cache: Path, rev: str = "0123abcd") -> Path:

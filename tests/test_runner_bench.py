@@ -14,7 +14,7 @@ from eagle_convert.benchmark import session as bench_module
 from eagle_convert.engines import ours as ours_engine
 from eagle_convert.benchmark.session import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts, run_bench
 from eagle_convert.benchmark.chat import ChatTokenizer
-from runner_fixtures import GOLDEN, agreeing_eagle1_head, memoryless_target, read_golden_draft, strict_getter
+from support.runner_fixtures import GOLDEN, agreeing_eagle1_head, memoryless_target, read_golden_draft, strict_getter
 
 QUIET = dict(progress=False, device="cpu")
 

@@ -8,7 +8,7 @@ from safetensors.torch import load_file
 
 from eagle_convert.runner.heads import aux_layer_ids_for
 from eagle_convert.runner.speculate import accept_greedy, draft_chain, verify
-from runner_fixtures import GOLDEN, GOLDEN_SETS, build_pair, read_golden_draft, read_target_dir
+from support.runner_fixtures import GOLDEN, GOLDEN_SETS, build_pair, read_golden_draft, read_target_dir
 
 ATOL = RTOL = 1e-5
 

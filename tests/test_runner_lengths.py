@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,8 +21,8 @@ from eagle_convert.runner.trees.shapes import TreeOptions, resolve_tree
 from eagle_convert.runner.trees.speculate import tree_generate
 from eagle_convert.runner.trees.verify import commit_path, verify_tree
 from eagle_convert.spec import EAGLE1
-from test_speculate import prompt
-from test_tree_speculate import partially_agreeing_pair
+from support.convert import run_cli
+from support.sampling import partially_agreeing_pair, prompt
 
 INITIAL_SLOTS = 256  # KVCache's first capacity: a run past it must grow every cache
 SHAPES = ("chain", "dynamic", "sglang", "mc_sim_7b_63")
@@ -113,10 +110,6 @@ def demo_pair(tmp_path_factory):
     make_eagle1_head(root / "head", DEMO_CONFIG, tensors, agree=True, fc_bias=True)
     (root / "one.jsonl").write_text(json.dumps({"prompt": BUILTIN_PROMPTS[0].turns[0]}) + "\n")
     return root
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "eagle_convert", *map(str, args)], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("name", SHAPES[1:])  # trees; chains at these lengths: the library tests above

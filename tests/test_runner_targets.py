@@ -12,7 +12,7 @@ import eagle_convert
 from eagle_convert.errors import UnsupportedModelError
 from eagle_convert.testing.tiny import TinyConfig, make_eagle3_head
 from eagle_convert.benchmark.session import Prompt, load_target
-from target_families import H, HEADS, INTER, KV, LEGACY, V, save_family
+from support.target_families import H, HEADS, INTER, KV, LEGACY, V, save_family
 
 pytest.importorskip("transformers")
 SEQ = 12

@@ -8,7 +8,7 @@ import torch
 
 from eagle_convert.errors import EagleConvertError, UnsupportedModelError
 from eagle_convert.runner.model import TargetConfig, TargetModel
-from runner_fixtures import random_target_weights, strict_getter, tiny_config
+from support.runner_fixtures import random_target_weights, strict_getter, tiny_config
 
 transformers = pytest.importorskip("transformers")
 

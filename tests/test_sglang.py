@@ -2,10 +2,10 @@
 
 SGLang's speculative decoding has no CPU kernel on any registry (docs/design/sglang-cpu.md), so this is the loader
 check: SGLang's ModelConfig, ModelRegistry, model class, safetensors iterator and load_weights, TP=1 over gloo, every
-parameter NaN-filled first (scripts/sglang_load_check.py). Every parameter must equal the tensor it comes from, every
-output tensor must land on a parameter, and the variant SGLang builds (its flags, aux layers) must be the head's.
-The variants SGLang cannot express are refused by convert instead (test_variants.py). One SGLang start (~1 minute)
-checks all heads."""
+parameter NaN-filled first (scripts/engines/sglang_load_check.py). Every parameter must equal the tensor it comes
+from, every output tensor must land on a parameter, and the variant SGLang builds (its flags, aux layers) must be the
+head's. The variants SGLang cannot express are refused by convert instead (test_variants.py). One SGLang start (~1
+minute) checks all heads."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from eagle_convert.draft.load import load_draft
 from eagle_convert.testing.tiny import make_eagle1_head, make_eagle3_head, make_target
 from eagle_convert.io.source import LocalSource
 
-from variant_heads import TARGET, VARIANTS, WIDE_TARGET, make_variant_head
+from support.variant_heads import TARGET, VARIANTS, WIDE_TARGET, make_variant_head
 
 pytestmark = pytest.mark.sglang
 
@@ -54,7 +54,7 @@ def loaded(tmp_path_factory):
     for name, target in heads.items():
         eagle_convert.convert(str(root / name), str(root / target), root / f"out-{name}", to="sglang")
         outs[name] = (root / f"out-{name}", root / name, root / target)
-    proc = subprocess.run([SGLANG_PYTHON, str(ROOT / "scripts" / "sglang_load_check.py"),
+    proc = subprocess.run([SGLANG_PYTHON, str(ROOT / "scripts" / "engines" / "sglang_load_check.py"),
                            *[str(out) for out, _, _ in outs.values()]], capture_output=True, text=True, timeout=900)
     results = {json.loads(line)["dir"]: json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")}
     assert len(results) == len(outs), proc.stderr[-3000:]

@@ -19,8 +19,7 @@ import pytest
 import eagle_convert
 from eagle_convert.io import interrupts
 
-from conftest import tree_fingerprint
-from test_errors import assert_nothing_left, flat
+from support.convert import assert_nothing_left, flat, tree_fingerprint
 
 WAIT_S = 120  # generous: a loaded CI machine imports torch slowly; nothing here waits this long when it works
 

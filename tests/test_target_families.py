@@ -1,6 +1,6 @@
-"""Every target family, from checkpoints transformers itself saved (tests/target_families.py): convert splices the
-LM head and embedding equal to transformers' own get_output_embeddings() / get_input_embeddings(), reading only the
-shards that hold them; an unknown architecture is refused with the way to name the tensors."""
+"""Every target family, from checkpoints transformers itself saved (tests/support/target_families.py): convert
+splices the LM head and embedding equal to transformers' own get_output_embeddings() / get_input_embeddings(),
+reading only the shards that hold them; an unknown architecture is refused with the way to name the tensors."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head
 from eagle_convert.io.source import LocalSource
 from eagle_convert.targets import FAMILIES as TABLES
 
-from target_families import FAMILIES, LEGACY, H, V, INTER, HEADS, KV, save_family, saved_names, shard_of
+from support.target_families import FAMILIES, LEGACY, H, V, INTER, HEADS, KV, save_family, saved_names, shard_of
 
 pytest.importorskip("transformers")
 

@@ -16,8 +16,8 @@ import eagle_convert
 from eagle_convert import errors
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head
 from eagle_convert.targets.quant import dequantize_fp8, fp8_scheme
-from hubserver import HubServer, use_in_process
-from target_families import H, HEADS, INTER, KV, V, save_family, shard_of
+from support.hubserver import HubServer, use_in_process
+from support.target_families import H, HEADS, INTER, KV, V, save_family, shard_of
 
 pytest.importorskip("transformers")
 HEAD = "lm_head.weight"

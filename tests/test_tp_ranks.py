@@ -16,7 +16,7 @@ import eagle_convert
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 from eagle_convert.testing.ranks import save_trtllm_ranks, save_vllm_ranks
 
-from conftest import tree_fingerprint
+from support.convert import tree_fingerprint
 
 V_ODD = 1000  # not a multiple of 64: vLLM pads to 1024, TRT-LLM at TP=8 to 1000 (at TP=3 to 1002)
 

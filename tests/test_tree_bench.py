@@ -4,8 +4,6 @@ chain == today's chain, and the refusals (one paragraph, exit 1, before any benc
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -13,6 +11,8 @@ import eagle_convert
 from eagle_convert.errors import IncomparableReportError, TreeShapeError
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 from eagle_convert.runner.trees.shapes import TreeOptions
+
+from support.convert import run_cli
 
 PROMPTS = ["t10 t11 t12", "t40 t7 t99 t3"]
 
@@ -91,10 +91,6 @@ def test_refusals_in_the_library(agree, tmp_path):
         bench(agree, TreeOptions(tree=str(tmp_path / "missing.json")))
     with pytest.raises(IncomparableReportError, match="does not take a tree"):
         bench(agree, TreeOptions(tree="mc_sim_7b_63"), reference_draft=str(agree / "head"))
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "eagle_convert", *map(str, args)], capture_output=True, text=True)
 
 
 def test_cli_json_file_tree_and_refusal(agree, tmp_path):

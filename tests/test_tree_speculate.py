@@ -13,8 +13,10 @@ from eagle_convert.runner.trees.draft import draft_tree
 from eagle_convert.runner.trees.shapes import MC_SIM_7B_63, dynamic_tree, static_tree
 from eagle_convert.runner.trees.speculate import tree_generate
 from eagle_convert.spec import EAGLE1, EAGLE3
-from runner_fixtures import agreeing_eagle1_head, build_pair, memoryless_target
-from test_speculate import CHI2_999, chi_square, exact_marginals, prompt, random_pair, sampling_pair
+from support.runner_fixtures import agreeing_eagle1_head, build_pair, memoryless_target
+from support.sampling import (
+    CHI2_999, chi_square, exact_marginals, partially_agreeing_pair, prompt, random_pair, sampling_pair,
+)
 
 SHAPES = {
     "dynamic-3-4-16": dynamic_tree(3, 4, 16),
@@ -23,16 +25,6 @@ SHAPES = {
     "mc_sim_7b_63": static_tree(MC_SIM_7B_63, "mc_sim_7b_63"),
     "static-uneven": static_tree([[0], [2], [0, 1], [2, 0], [2, 0, 3]], "test"),
 }
-
-
-def partially_agreeing_pair(seed: int):
-    """The agreeing head on a target given a little attention: rounds end at every depth, off the first path too."""
-    config, weights = memoryless_target(seed=seed, vocab=64)
-    spec, head_weights = agreeing_eagle1_head(config, weights, seed=seed)
-    hidden = config["hidden_size"]
-    weights["model.layers.0.self_attn.o_proj.weight"] = 0.1 * torch.randn(
-        hidden, hidden, generator=torch.Generator().manual_seed(seed))
-    return build_pair(config, weights, spec, head_weights)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -16,15 +14,12 @@ import torch
 import eagle_convert
 from eagle_convert.runner.trees.shapes import TreeOptions
 from eagle_convert import errors
-from eagle_convert.checkpoint.index import Checkpoint
-from eagle_convert.draft.load import load_draft, tensor_reader
 from eagle_convert.testing.tiny import make_target
-from eagle_convert.io.source import LocalSource
-from eagle_convert.runner.heads import build_draft_head
 
-from variant_heads import TARGET, VARIANTS, WIDE_TARGET, make_variant_head
+from support.convert import flat, run_cli
+from support.variant_heads import TARGET, VARIANTS, WIDE_TARGET, make_variant_head
+from support.variants import LAYOUTS, edit_config, load, runner_head
 
-LAYOUTS = ("vllm", "speculators", "sglang")
 REFUSED = {("norm_before_residual", "sglang"): "norm_before_residual", ("qwen3", "sglang"): "q_norm/k_norm",
            ("fc_bias", "vllm"): "without a bias", ("fc_bias", "speculators"): "without a bias",
            ("fc_bias", "sglang"): "o_proj a bias"}
@@ -41,10 +36,6 @@ def built(tmp_path_factory):
 
 def target_of(name):
     return "target-wide" if VARIANTS[name].get("wide") else "target"
-
-
-def load(path, target_dir):
-    return load_draft(Checkpoint(LocalSource(path)), json.loads((target_dir / "config.json").read_text()))
 
 
 # ---- the variant's definition, in plain torch (float64), independent of the runner ---------------------------------
@@ -110,12 +101,6 @@ def reference_layers(t, spec, tokens, g, embed, lm_head):
 
 def feature_width(spec):
     return spec.num_aux_states * spec.target_hidden_size if spec.use_aux_hidden_state else spec.hidden_size
-
-
-def runner_head(head_or_dir, target_tensors, target_dir=None):
-    head = load(head_or_dir, target_dir) if target_dir is not None else head_or_dir
-    return build_draft_head(head.spec, tensor_reader(head), target_embedding=target_tensors["model.embed_tokens.weight"],
-                            target_lm_head=target_tensors["lm_head.weight"]), head.spec
 
 
 def two_steps(runner, spec, seed=0):
@@ -241,17 +226,6 @@ def test_round_trip_to_every_layout(built, name, to, tmp_path):
 
 # ---- disagreements and refusals -------------------------------------------------------------------------------------
 
-def edit_config(folder, **changes):
-    cfg = json.loads((folder / "config.json").read_text())
-    for key, value in changes.items():
-        if key == "eagle_config":
-            cfg.setdefault("eagle_config", {}).update(value)
-        elif value is None:
-            cfg.pop(key, None)
-        else:
-            cfg[key] = value
-    (folder / "config.json").write_text(json.dumps(cfg))
-
 
 @pytest.mark.parametrize("variant,changes,message", [
     ("base", {"norm_before_fc": True}, r"config norm_before_fc=True, but the tensors say norm_before_fc=false"),
@@ -276,14 +250,6 @@ def test_config_that_disagrees_with_the_tensors_is_an_error_naming_both(built, t
     with pytest.raises(errors.EagleConvertError, match=message):
         eagle_convert.convert(str(tmp_path / "head"), str(root / target_of(variant)), tmp_path / "out", to="vllm")
     assert not (tmp_path / "out").exists()
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "eagle_convert", *map(str, args)], capture_output=True, text=True)
-
-
-def flat(text: str) -> str:
-    return " ".join(text.split())  # the CLI wraps its paragraph
 
 
 def test_refusals_are_one_paragraph_exit_1_nothing_written(built, tmp_path):
@@ -427,7 +393,6 @@ def test_bench_runs_each_variant_and_its_conversion_alike(built, name, tmp_path)
                          for r in runs)
     assert source == converted
     assert runs[0]["settings"]["aux_layer_ids"] == list(VARIANTS[name].get("aux_ids", (0, 1, 3)) or [])
-
 
 
 @pytest.mark.parametrize("name", VARIANTS)

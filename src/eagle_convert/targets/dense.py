@@ -1,4 +1,5 @@
-"""Dense decoder-only families: every name as transformers 5.24 saves it (tests/target_families.py builds each one)."""
+"""Dense decoder-only families: every name as transformers 5.24 saves it (tests/support/target_families.py builds
+each one)."""
 
 from .base import CAUSAL_LM, RUNNER_DENSE, TargetFamily
 

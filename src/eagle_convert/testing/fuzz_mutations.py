@@ -1,5 +1,5 @@
-"""The mutations of scripts/fuzz_convert.py: each takes a random generator and the copied inputs of one conversion,
-damages one file in place, and says what it did and which source tensors it may have changed (for the oracle)."""
+"""The mutations of the input fuzzer (eagle_convert.testing.fuzz): each takes a random generator and the copied
+inputs of one conversion, damages one file in place, and says what it did and which source tensors it may have changed (for the oracle)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@
   (explanations, how-tos, writing, code, arithmetic word problems, comparisons, lists, rewriting, advice, trivia,
   role play...). About a third get a follow-up turn (answered by the target conditioned on its own first answer).
 * `EVAL_PROMPTS`: the held-out evaluation set (hand-written; none of its subjects or phrasings is in the training
-  templates, checked by `check_disjoint`). `python scripts/real_prompts.py --write-eval FILE` writes it as MT-bench
-  style JSONL (`{"question_id", "turns": [...]}`) for `eagle-convert bench --prompts FILE`.
+  templates, checked by `check_disjoint`). `python scripts/train/real_prompts.py --write-eval FILE` writes it as
+  MT-bench style JSONL (`{"question_id", "turns": [...]}`) for `eagle-convert bench --prompts FILE`.
 """
 
 from __future__ import annotations

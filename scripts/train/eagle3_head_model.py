@@ -1,4 +1,4 @@
-"""The EAGLE-3 draft head as the trainer runs it (scripts/train_eagle3_head.py), its reduced draft vocabulary and its
+"""The EAGLE-3 draft head as the trainer runs it (train_eagle3_head.py), its reduced draft vocabulary and its
 save in the released SafeAILab layout. The forward is the one our runner (src/eagle_convert/runner/heads.py) and
 vLLM's llama_eagle3 run: g = fc([h_low ; h_mid ; h_high]) for target rows, the previous step's pre-norm output for
 fed-back rows; u = g + Attn([RMS_in(E(t)) ; RMS_hidden(g)]); o = u + MLP(RMS_post(u)); logits = lm_head(RMS(o))

@@ -2,7 +2,7 @@
 """Wall time of `bench --engine ours` against `bench --engine vllm` on the same pair and prompts, and their counters
 side by side (docs/benchmarks.md, issue 13). Runs both as the user would (the CLI, --json), one after the other:
 
-  python scripts/bench_engines.py --target T --draft D --prompts P.jsonl [--max-new-tokens 64] [--first 4] \
+  python scripts/bench/bench_engines.py --target T --draft D --prompts P.jsonl [--max-new-tokens 64] [--first 4] \
       [--vllm-python .venv-vllm/bin/python] [--tiny DIR]   # --tiny: build the tiny release pair under DIR first
 
 Prints a markdown table: per engine the whole command's wall time, the engine start (vLLM: speculative and baseline
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(engine: str, args, prompts: Path) -> tuple[dict, float]:
@@ -41,7 +41,8 @@ def main() -> None:
     ap.add_argument("--target")
     ap.add_argument("--draft")
     ap.add_argument("--prompts")
-    ap.add_argument("--tiny", help="build the tiny release pair (tests/release_pair.py) here and bench its EAGLE-1")
+    ap.add_argument("--tiny", help="build the tiny release pair (eagle_convert.testing.vllm_pairs) here and bench "
+                                  "its EAGLE-1")
     ap.add_argument("--first", type=int, default=0, help="only the first N prompts")
     ap.add_argument("-k", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=64)
@@ -50,8 +51,7 @@ def main() -> None:
     ap.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
     args = ap.parse_args()
     if args.tiny:
-        sys.path.insert(0, str(ROOT / "tests"))
-        from release_pair import build_releases
+        from eagle_convert.testing.vllm_pairs import build_releases
 
         pair = build_releases(Path(args.tiny))
         args.target, args.draft, args.prompts = str(pair["target"]), str(pair["eagle1"]), str(pair["prompts"])

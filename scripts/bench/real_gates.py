@@ -3,7 +3,7 @@
 deliberately wrong, each benched with `--reference-draft` on the raw head, on the held-out prompts; prints the
 Markdown table of docs/benchmarks.md ("Reference gate on the real pair") and writes every report under WORK.
 
-Usage: python scripts/real_gates.py [--real .real] [--work .real/gates] [--max-new-tokens 64] [--threads 1]
+Usage: python scripts/bench/real_gates.py [--real .real] [--work .real/gates] [--max-new-tokens 64] [--threads 1]
                                    [--num-prompts N]
 """
 
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -36,7 +36,7 @@ def main() -> None:
     head, target = real / "eagle1-smollm2", real / "smollm2"
     work = Path(a.work) if a.work else real / "gates"
     work.mkdir(parents=True, exist_ok=True)
-    prompts = ROOT / "scripts" / "data" / "real_eval_prompts.jsonl"
+    prompts = ROOT / "scripts" / "real" / "data" / "real_eval_prompts.jsonl"
     if a.num_prompts:
         subset = work / f"prompts-first-{a.num_prompts}.jsonl"
         subset.write_text("".join(prompts.read_text().splitlines(keepends=True)[: a.num_prompts]))
@@ -53,9 +53,9 @@ def main() -> None:
     assert run("convert", str(head), "-t", str(target), "-o", str(out), "--to", "vllm", "--fc-bias", "drop", "--force",
                "-q").returncode == 0
     cases.append(("mistake", "fc bias dropped (vllm --fc-bias drop)", out))
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "train_eagle_head.py"), "mistakes", "--head",
-                           str(head), "--converted", str(work / "vllm-v0"), "--out", str(work / "mistakes")],
-                          capture_output=True, text=True)
+    trainer = ROOT / "scripts" / "train" / "train_eagle_head.py"
+    proc = subprocess.run([sys.executable, str(trainer), "mistakes", "--head", str(head), "--converted",
+                           str(work / "vllm-v0"), "--out", str(work / "mistakes")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     cases += [("mistake", "fc halves swapped", work / "mistakes" / "fc-swapped"),
               ("mistake", "LM head permuted", work / "mistakes" / "lm-head-permuted"),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole offline suite (what `make test` runs) N times in a row while two busy processes keep both cores loaded;
-# stops at the first failure. Usage: bash scripts/stress_suite.sh [N=10]
+# stops at the first failure. Usage: bash scripts/stress/stress_suite.sh [N=10]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 N="${1:-10}"
 PY="${PYTHON:-.venv/bin/python}"
 busy=()

@@ -1,8 +1,8 @@
 """Train an EAGLE-3 draft head for a Llama-family target on CPU and save it in the released SafeAILab EAGLE-3 layout
-(issue 17). Shares the EAGLE-1 trainer's data stage (scripts/eagle_train_data.py) and loop helpers
-(scripts/eagle_train_loop.py).
+(issue 17). Shares the EAGLE-1 trainer's data stage (scripts/train/eagle_train_data.py) and loop helpers
+(scripts/train/eagle_train_loop.py).
 
-  python scripts/train_eagle3_head.py --target .real/smollm2 --out .real/eagle3-smollm2 --work .real/train \
+  python scripts/train/train_eagle3_head.py --target .real/smollm2 --out .real/eagle3-smollm2 --work .real/train \
       [--extra-data .real/train-shard2]       # reuses the cached token sequences of the EAGLE-1 data stage
 
 Stages (cached under --work):
@@ -26,18 +26,16 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import time
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from eagle3_head_model import Eagle3Head, coverage, draft_vocab, save_safeailab_eagle3  # noqa: E402
-from eagle_train_data import (  # noqa: E402
+from eagle3_head_model import Eagle3Head, coverage, draft_vocab, save_safeailab_eagle3
+from eagle_train_data import (
     BatchedTarget, Sample, Tok, add_data_args, ensure_data, load_samples, log, teacher_forced_aux,
 )
-from eagle_train_loop import ChainStats, answer_label_counts, collate, lr_at, make_batches  # noqa: E402
+from eagle_train_loop import ChainStats, answer_label_counts, collate, lr_at, make_batches
 
 VOCAB_SIZES = (1024, 2048, 4096, 8192, 16384, 32000)
 

@@ -9,7 +9,7 @@
    one decode step, one verify of k+1 tokens and the head's steps in a round (medians of the calls inside real runs):
        ideal = (k+1) * t_decode / (t_verify(k+1) + t_head(k+1 rows) + (k-1) * t_head(1 row)).
 
-Usage: python scripts/bench_runner.py [--device cpu|cuda] [--dtype float32|bfloat16] [-k 3] [--tokens 128]
+Usage: python scripts/bench/bench_runner.py [--device cpu|cuda] [--dtype float32|bfloat16] [-k 3] [--tokens 128]
        [--threads N] [--update-doc docs/benchmarks.md]
 """
 
@@ -166,7 +166,7 @@ def main() -> None:
     machine = f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
     if device.type == "cuda":
         machine += f", {torch.cuda.get_device_name()}"
-    command = "python scripts/bench_runner.py " + " ".join(sys.argv[1:])
+    command = "python scripts/bench/bench_runner.py " + " ".join(sys.argv[1:])
     rows = [
         f"Command: `{command}` ({device.type}, {str(dtype).removeprefix('torch.')}, k={args.k}, {args.tokens} new tokens; "
         f"{machine}; load average at start {open('/proc/loadavg').read().split()[0] if Path('/proc/loadavg').exists() else '?'})",

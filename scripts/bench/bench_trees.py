@@ -1,12 +1,13 @@
 """Chains against trees on the real pair (issue 14): SmolLM2-135M-Instruct + its trained EAGLE-1 head, converted
-to a temp folder first, the held-out prompts (scripts/data/real_eval_prompts.jsonl), greedy. A benchmark, not a test.
+to a temp folder first, the held-out prompts (scripts/real/data/real_eval_prompts.jsonl), greedy. A benchmark, not
+a test.
 
 For every prompt, every configuration runs back to back (plain decoding, chain k=3, k=5, dynamic trees of 4, 8, 16,
 32 and 64 tokens, mc_sim_7b_63), so all of them share the machine's load; ratios against the plain run of the same
 prompt are the numbers to read on a busy machine. Bookkeeping overhead = the fraction of a configuration's wall time
 spent outside target and head forwards (tree building, masks, acceptance, KV moves, the Python loop).
 
-Usage: PYTHONPATH=src python scripts/bench_trees.py [--target DIR] [--head DIR] [--prompts N] [--max-new-tokens N]
+Usage: PYTHONPATH=src python scripts/bench/bench_trees.py [--target DIR] [--head DIR] [--prompts N] [--max-new-tokens N]
        [--threads N] [--dtype float32] [--device cpu]
 """
 
@@ -34,7 +35,7 @@ from eagle_convert.runner.trees.shapes import MC_SIM_7B_63, dynamic_tree, static
 from eagle_convert.runner.trees.speculate import tree_generate
 
 REAL = Path("/work/main/.real")
-PROMPTS = Path(__file__).parent / "data" / "real_eval_prompts.jsonl"
+PROMPTS = Path(__file__).resolve().parents[1] / "real" / "data" / "real_eval_prompts.jsonl"
 CONFIGS = {  # name -> (shape or chain k)
     "chain k=3": 3,
     "chain k=5": 5,

@@ -1,13 +1,13 @@
 """Fuzz `eagle-convert convert` with damaged inputs: every run must refuse cleanly or convert faithfully.
 
-    python scripts/fuzz_convert.py [--runs 1000] [--seed 0] [--only RUN] [--workdir DIR] [--keep]
+    python scripts/fuzz/fuzz_convert.py [--runs 1000] [--seed 0] [--only RUN] [--workdir DIR] [--keep]
 
 Builds tiny checkpoints (src/eagle_convert/testing/tiny.py: a sharded safetensors target, an EAGLE-1 `.bin` head with
 an fc bias, an EAGLE-3 safetensors head) and three conversions of them (EAGLE-3 -> vllm, EAGLE-1 -> vllm-v0,
 EAGLE-1 -> vllm with --fc-bias fold), converts each once as a reference, then per run copies one conversion's
-inputs, damages one file (scripts/fuzz_mutations.py: safetensors headers, entries, lengths, nesting, metadata, data
-bits, NaN/Inf, truncation; pickles; config and index JSON; missing and extra files) and runs the CLI in this process
-(click's CliRunner), with --allow-nonfinite on some runs. A run passes when either
+inputs, damages one file (eagle_convert.testing.fuzz_mutations: safetensors headers, entries, lengths, nesting,
+metadata, data bits, NaN/Inf, truncation; pickles; config and index JSON; missing and extra files) and runs the
+CLI in this process (click's CliRunner), with --allow-nonfinite on some runs. A run passes when either
 - it is refused: exit 1, one paragraph on stderr starting "error: " (no traceback), no output folder, no staging
   folder left, every input file byte-identical to before the run; or
 - it converts faithfully: every output tensor loads with safetensors' own loader and equals (bit for bit, NaN
@@ -21,28 +21,22 @@ configs are checked against src/eagle_convert/checkpoint/config_schema.py when r
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file
 
-import torch  # noqa: E402
-from click.testing import CliRunner  # noqa: E402
-from safetensors.torch import load_file  # noqa: E402
-
-from eagle_convert.cli.main import main as cli  # noqa: E402
-from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target  # noqa: E402
-from fuzz_mutations import Mutation, mutate  # noqa: E402
+from eagle_convert.cli.main import main as cli
+from eagle_convert.testing.fuzz_mutations import Mutation, mutate
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 
 
 @dataclass(frozen=True)
@@ -199,20 +193,3 @@ def fuzz(runs: int, seed: int, workdir: Path | None = None, only: int | None = N
         return summary
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--only", type=int, help="replay this one run")
-    ap.add_argument("--workdir", type=Path, help="where the temporary folders go (default: the system's)")
-    args = ap.parse_args(argv)
-    summary = fuzz(args.runs, args.seed, args.workdir, args.only)
-    print(f"{summary['runs']} runs in {summary['seconds']} s (seed {args.seed}): {summary['refused']} refused, "
-          f"{summary['converted']} converted faithfully, {len(summary['failures'])} failed")
-    return 1 if summary["failures"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

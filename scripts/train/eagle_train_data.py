@@ -1,4 +1,4 @@
-"""The data stage shared by the EAGLE-1 and EAGLE-3 trainers (scripts/train_eagle_head.py, train_eagle3_head.py): a
+"""The data stage shared by the EAGLE-1 and EAGLE-3 trainers (train_eagle_head.py, train_eagle3_head.py): a
 batched bf16/fp32 Llama forward with a slotted KV cache, the chat-template tokenizer, and continuous-batching greedy
 generation of the target's own answers (features of the generating passes kept). `BatchedTarget.forward` can also
 return the inputs of chosen decoder layers (HF `hidden_states[i]`, vLLM's aux hidden states), which EAGLE-3 reads."""
@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from dataclasses import dataclass
 
@@ -16,8 +15,7 @@ import torch
 import torch.nn.functional as F
 from safetensors import safe_open
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import real_prompts  # noqa: E402
+import real_prompts  # beside this file: a trainer runs from scripts/train, which Python puts first on the path
 
 # ----------------------------------------------------------------------------------------------------------- target
 
@@ -311,8 +309,8 @@ def add_data_args(ap: argparse.ArgumentParser):
     g.add_argument("--max-new-tokens", type=int, default=300)
     g.add_argument("--gen-dtype", choices=["float32", "bfloat16"], default="bfloat16",
                    help="bf16 (AMX) generates ~3x faster; its greedy tokens = fp32 argmax at 98.9%% of positions")
-    g.add_argument("--eval-prompts", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
-                                                            "real_eval_prompts.jsonl"))
+    here = os.path.dirname(os.path.abspath(__file__))
+    g.add_argument("--eval-prompts", default=os.path.join(here, os.pardir, "real", "data", "real_eval_prompts.jsonl"))
 
 
 def ensure_data(target: BatchedTarget, tok: Tok, work: str, args) -> tuple[list[Sample], list[Sample], dict]:

@@ -49,7 +49,7 @@ LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 CHUNK = 64 * 1024
 SETTLE_TIMEOUT = 30.0  # seconds a counter read waits for the requests still being handled
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)

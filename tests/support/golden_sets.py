@@ -1,7 +1,8 @@
 """Where the golden sets live (tests/golden, carried in the repository) and which files each must have.
 
-The one definition of the path: conftest.py and runner_fixtures.py import it from here. A missing file is an error
-that names it, never a skip: a checkout without its golden data must not pass by testing less."""
+The one definition of the path: conftest.py, the other support modules and the tests import it (or `golden`) from
+here. A missing file is an error that names it, never a skip: a checkout without its golden data must not pass by
+testing less."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import functools
 import json
 from pathlib import Path
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 # The four reference sets, and the two whose targets were nudged to accept part of the draft tree.
 GOLDEN_SETS = ("eagle1-llama2", "eagle1-llama3", "eagle1-qwen2", "eagle3-llama31")
 ALL_GOLDEN_SETS = GOLDEN_SETS + ("eagle1-llama2-agree", "eagle3-llama31-agree")
@@ -49,3 +50,8 @@ def check_all_golden_sets(golden_root: Path = GOLDEN) -> Path:
 def _message(path: Path) -> str:
     return (f"golden data file missing: {path}. The golden sets are part of the repository (tests/golden, see its "
             "README.md): restore it with `git checkout -- tests/golden`.")
+
+
+def golden(name: str) -> Path:
+    """The folder of golden set `name`; GoldenDataMissing (a failure, not a skip) when any of its files is absent."""
+    return check_golden_set(GOLDEN / name)

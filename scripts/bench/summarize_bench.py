@@ -1,6 +1,6 @@
 """One markdown table row per `eagle-convert bench --report` JSON: draft, k, τ, acceptance rate, per-position
 acceptance, rounds, tok/s with and without speculation, speedup, lossless.
-  python scripts/summarize_bench.py REPORT.json..."""
+  python scripts/bench/summarize_bench.py REPORT.json..."""
 
 import json
 import sys

@@ -1,7 +1,7 @@
 """Conversion benchmark (issue 6): `eagle-convert convert` vs the hand-made recipe vs the I/O floor, on the shapes of
 a real draft/target pair, each run as its own process on the same files with their pages evicted first.
 
-    python scripts/bench_convert.py WORKDIR [--shape llama3-8b|llama2-70b] [--scale 1] [--repeat 3] [--warmup 1]
+    python scripts/bench/bench_convert.py WORKDIR [--shape llama3-8b|llama2-70b] [--scale 1] [--repeat 3] [--warmup 1]
 
 Builds (once, reused while the parameters match) a target in WORKDIR/<shape>-s<scale>/target and an EAGLE-1 head in
 .../draft, then runs, per round: (a) eagle-convert, (b) the recipe, (c) the floor (after --warmup rounds that are

@@ -4,10 +4,11 @@ sampling), against how far the deliberate mistakes move it: the numbers behind `
 MIN_TAU_TOLERANCE).
 
 For each mode (fp32 greedy, bf16 greedy, fp32 and bf16 at temperature 1 over several seeds), every correct conversion
-of the tiny release pair (scripts/make_tiny_vllm_pair.py: build_releases) and every deliberate mistake of
-tests/test_gates.py is benched with `--reference-draft` on the raw head; prints |Δτ| per case and the extremes.
+of the tiny release pair (eagle_convert.testing.vllm_pairs: build_releases) and every deliberate mistake
+of eagle_convert.testing.gate_mistakes is benched with `--reference-draft` on the raw head; prints |Δτ| per
+case and the extremes.
 
-Usage: python scripts/measure_gate_tolerance.py WORKDIR [--seeds 3] [--tokens 48] [--prompts 8]
+Usage: python scripts/bench/measure_gate_tolerance.py WORKDIR [--seeds 3] [--tokens 48] [--prompts 8]
 """
 
 from __future__ import annotations
@@ -15,18 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-import eagle_convert  # noqa: E402
-from make_tiny_vllm_pair import build_releases  # noqa: E402
-from test_gates import CORRECT, MISTAKES, edit_config, edit_tensors  # noqa: E402
+import eagle_convert
+from eagle_convert.testing.gate_mistakes import CORRECT, MISTAKES, edit_config, edit_tensors
+from eagle_convert.testing.vllm_pairs import build_releases
 
 
 def main() -> None:
