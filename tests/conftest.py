@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 # One torch thread, here and in every command a test starts: the models are tiny, and on a loaded 2-core CI machine
 # two OpenMP threads that spin-wait for each other made a bench 17x slower (1.0 s -> 17.5 s, measured).
@@ -15,6 +16,8 @@ torch.set_num_threads(1)
 
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target  # noqa: E402
 from support.golden_sets import check_all_golden_sets  # noqa: E402
+from support.release_pair import build_releases  # noqa: E402
+from support.vllm import VLLM_PYTHON  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -47,3 +50,11 @@ def pair(tmp_path):
 def _no_hub_network(monkeypatch):
     # Tests never reach a real hub: any accidental request goes to a closed local port.
     monkeypatch.setenv("HF_ENDPOINT", os.environ.get("EAGLE_CONVERT_TEST_HF_ENDPOINT", "http://127.0.0.1:9"))
+
+
+@pytest.fixture(scope="module")
+def releases(tmp_path_factory):
+    """The tiny target and its heads in released layouts, for the real-vLLM tests (skipped without vLLM)."""
+    if not Path(VLLM_PYTHON).is_file():
+        pytest.skip(f"no vLLM interpreter at {VLLM_PYTHON} (run `make test-vllm`)")
+    return build_releases(tmp_path_factory.mktemp("vllm"))

@@ -16,7 +16,7 @@ from eagle_convert.cli import main
 from eagle_convert.checkpoint.config_schema import check_config
 from eagle_convert.testing.tiny import TinyConfig
 
-from conftest import tree_fingerprint
+from support.convert import tree_fingerprint
 
 EAGLE3 = {"cfg": TinyConfig(num_hidden_layers=8), "kind": "eagle3"}
 EAGLE1 = {"cfg": TinyConfig(num_hidden_layers=8), "kind": "eagle1"}

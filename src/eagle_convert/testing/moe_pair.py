@@ -6,7 +6,7 @@ Structured weights give partial acceptance, as in make_tiny_vllm_pair.py: the ta
 t -> t+1 (its LM head is the embedding rolled by one; its attention and expert outputs, scaled by `successor`, only
 perturb the residual stream), and the head mostly proposes the next-next token at its first position.
 
-  python scripts/make_tiny_moe_pair.py OUT        writes OUT/target, OUT/eagle3-release, OUT/prompts.jsonl
+  python scripts/engines/make_tiny_moe_pair.py OUT        writes OUT/target, OUT/eagle3-release, OUT/prompts.jsonl
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Written under OUT:
                  ``OUT/target`` (absolute path), so ``vllm.LLM(model=OUT/eagle3-speculators)`` serves it.
 
 Usable as a library (``build_pair(out_dir, ...)`` returns a dict of paths) or as a CLI:
-  python scripts/make_tiny_vllm_pair.py OUT [--layers 4] [--vocab 256] [--seed 0]
+  python scripts/engines/make_tiny_vllm_pair.py OUT [--layers 4] [--vocab 256] [--seed 0]
 Needs torch, safetensors and transformers (both the project venv and .venv-vllm have them).
 """
 

@@ -2,7 +2,7 @@
 """A tiny Qwen3-MoE target and an EAGLE-3 head in its released layout that real vLLM (CPU) can load (the library:
 eagle_convert.testing.moe_pair).
 
-  python scripts/make_tiny_moe_pair.py OUT        writes OUT/target, OUT/eagle3-release, OUT/prompts.jsonl
+  python scripts/engines/make_tiny_moe_pair.py OUT        writes OUT/target, OUT/eagle3-release, OUT/prompts.jsonl
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from eagle_convert.testing.moe_pair import build_moe_release  # noqa: F401 (tests/test_vllm_moe.py imports it here)
+from eagle_convert.testing.moe_pair import build_moe_release
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

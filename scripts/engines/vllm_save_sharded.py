@@ -4,7 +4,7 @@ examples/features/sharded_state/save_sharded_state_offline.py does, including it
 the source (so the source's model.safetensors.index.json is copied and goes stale). Run inside .venv-vllm:
 
   VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind \
-      .venv-vllm/bin/python scripts/vllm_save_sharded.py MODEL OUT --tp 2 [--dtype bfloat16] [--max-size BYTES]
+      .venv-vllm/bin/python scripts/engines/vllm_save_sharded.py MODEL OUT --tp 2 [--dtype bfloat16] [--max-size BYTES]
 
 On the CPU backend the linear layers' weights are prepacked and not saved; the LM head, embedding and norms are
 (docs/design/tp-ranks.md, vLLM's CPU backend): all a splice reads. Prints one JSON line: the files written."""

@@ -2,7 +2,7 @@
 """Build a tiny Llama target and tiny EAGLE draft heads that real vLLM (CPU) can load (under OUT; the library and
 what it writes: eagle_convert.testing.vllm_pairs).
 
-  python scripts/make_tiny_vllm_pair.py OUT [--layers 4] [--vocab 256] [--seed 0]
+  python scripts/engines/make_tiny_vllm_pair.py OUT [--layers 4] [--vocab 256] [--seed 0]
 """
 
 from __future__ import annotations
