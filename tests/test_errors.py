@@ -198,12 +198,13 @@ def test_debug_env_shows_traceback(pair, tmp_path):
 
 
 def test_a_paragraph_never_breaks_a_hyphenated_word():
-    """Where the line breaks depends on what precedes (a temporary path's length): a word split at its hyphen made
-    a message test pass or fail by path length. Words stay whole, paths and flags copyable."""
+    """Where the line breaks depends on what precedes (a temporary path's length): a word split at its hyphen, or
+    a label left alone on its line before a long path, made message tests pass or fail by path length. The label
+    starts the first line, words stay whole, paths and flags copyable."""
     from eagle_convert.cli.errors import paragraph
 
-    for width in range(60, 140):
-        text = paragraph(f"error: {'x' * width} is saved per tensor-parallel rank; see /tmp/eagle-convert-out-dir.")
+    for width in range(1, 140):
+        text = paragraph(f"error: /tmp/{'x' * width} is saved per tensor-parallel rank; see /tmp/eagle-convert-dir.")
         words = text.split()
-        assert "tensor-parallel" in words and "/tmp/eagle-convert-out-dir." in words
-        assert all(len(line) <= 100 for line in text.splitlines() if " " in line)
+        assert text.startswith("error: /tmp/x") and "tensor-parallel" in words and "/tmp/eagle-convert-dir." in words
+        assert all(len(line) <= 100 or " " not in line[7:] for line in text.splitlines())

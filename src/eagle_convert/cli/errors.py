@@ -16,9 +16,11 @@ EXIT_ERROR, EXIT_GATE = 1, 3  # 2, a usage error, is click's own exit code
 
 
 def paragraph(text: str) -> str:
-    """One paragraph of at most 100 columns, broken only at spaces: a path, flag or name with a hyphen in it
-    (`tensor-parallel`, `/tmp/eagle-convert-x`) stays whole, so it can be copied and searched for."""
-    return textwrap.fill(" ".join(text.split()), width=100, break_on_hyphens=False)
+    """One paragraph of about 100 columns that starts with its label ("error: ...") and breaks only at spaces: a
+    path, flag or name with a hyphen in it (`tensor-parallel`, `/tmp/eagle-convert-x`) stays whole, so it can be
+    copied and searched for, and where lines break never depends on how long a path is."""
+    label, _, rest = " ".join(text.split()).partition(" ")
+    return textwrap.fill(rest, width=100, initial_indent=f"{label} ", break_on_hyphens=False, break_long_words=False)
 
 
 def handle_errors(fn):
