@@ -14,10 +14,11 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target  # noqa: E402
 from support.golden_sets import check_all_golden_sets  # noqa: E402
 from support.release_pair import build_releases  # noqa: E402
 from support.vllm import VLLM_PYTHON  # noqa: E402
+
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

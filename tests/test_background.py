@@ -12,8 +12,8 @@ import pytest
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.io import background, digest
 from eagle_convert.conversion import prefetch as early
+from eagle_convert.io import background, digest
 from eagle_convert.io import write as write_module
 
 

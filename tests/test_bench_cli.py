@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.convert import run_cli
 
 import eagle_convert
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
-
-from support.convert import run_cli
 
 PROMPTS = ["t10 t11 t12", "t40 t7 t99 t3"]
 

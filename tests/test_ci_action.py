@@ -27,11 +27,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.gha import REPO, base_env, checkout_action, condition, load_action, run_action, setup_python_venv
 
 from eagle_convert.testing.tiny import (
-    TinyConfig, eagle1_head_tensors, eagle1_release_config, make_eagle1_head, make_target, save_checkpoint
+    TinyConfig,
+    eagle1_head_tensors,
+    eagle1_release_config,
+    make_eagle1_head,
+    make_target,
+    save_checkpoint,
 )
-from support.gha import REPO, base_env, checkout_action, condition, load_action, run_action, setup_python_venv
 
 SNIPPET = REPO / "ci" / "eagle-convert.mk"
 K, MAX_NEW_TOKENS = 3, 12

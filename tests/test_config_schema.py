@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.convert import tree_fingerprint
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.cli import main
 from eagle_convert.checkpoint.config_schema import check_config
+from eagle_convert.cli import main
 from eagle_convert.testing.tiny import TinyConfig
-
-from support.convert import tree_fingerprint
 
 EAGLE3 = {"cfg": TinyConfig(num_hidden_layers=8), "kind": "eagle3"}
 EAGLE1 = {"cfg": TinyConfig(num_hidden_layers=8), "kind": "eagle1"}

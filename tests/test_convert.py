@@ -7,12 +7,11 @@ import json
 import pytest
 import torch
 from safetensors import safe_open
+from support.convert import load_out, tree_fingerprint
+from support.golden_sets import GOLDEN_SETS, golden
 
 import eagle_convert
 from eagle_convert.testing.tiny import TinyConfig
-
-from support.convert import load_out, tree_fingerprint
-from support.golden_sets import GOLDEN_SETS, golden
 
 
 def golden_target_tensors(path):

@@ -17,9 +17,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.release_pair import build_releases
 
 import eagle_convert
-from support.release_pair import build_releases
 
 pytestmark = pytest.mark.vllm
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from eagle_convert.cli.main import main
 from eagle_convert.benchmark import compare
-from eagle_convert.engines import process, vllm_server, vllm_worker
 from eagle_convert.benchmark.engine_bench import parse_engine_args
+from eagle_convert.cli.main import main
+from eagle_convert.engines import process, vllm_server, vllm_worker
 from eagle_convert.engines.base import stats_from_counters
 from eagle_convert.errors import EngineError
 from eagle_convert.runner.metrics import AcceptanceStats

@@ -6,12 +6,11 @@ import json
 
 import pytest
 import torch
+from support.convert import assert_nothing_left, flat, run_cli, tree_fingerprint
 
 import eagle_convert
 from eagle_convert import errors
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
-
-from support.convert import assert_nothing_left, flat, run_cli, tree_fingerprint
 
 
 def mismatched_pair(tmp_path, **target_cfg):

@@ -18,16 +18,15 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-
-import eagle_convert
-from eagle_convert import errors
-from eagle_convert.testing.tiny import make_target
-from eagle_convert.benchmark.session import load_target
-from eagle_convert.runner.heads import aux_layer_ids_for
-
 from support.convert import flat, run_cli
 from support.variant_heads import TARGET, VARIANTS, make_variant_head
 from support.variants import LAYOUTS, edit_config, load, runner_head
+
+import eagle_convert
+from eagle_convert import errors
+from eagle_convert.benchmark.session import load_target
+from eagle_convert.runner.heads import aux_layer_ids_for
+from eagle_convert.testing.tiny import make_target
 
 OURS = (1, 2, 3)  # the aux ids as eagle-convert (and vLLM) count them: the input of layer i
 MODELOPT = [i - 1 for i in OURS]  # the same layers as ModelOpt writes them: the output of layer i

@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import eagle_convert
-from click.testing import CliRunner
+from eagle_convert.benchmark import gates
 from eagle_convert.cli.main import main
 from eagle_convert.errors import IncomparableReportError
-from eagle_convert.benchmark import gates
 from eagle_convert.testing.gate_mistakes import CORRECT, MISTAKES, edit_config, edit_tensors, permute_lm_head
 from eagle_convert.testing.vllm_pairs import build_releases
 

@@ -6,9 +6,15 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
-from support.golden_sets import (ALL_GOLDEN_SETS, GOLDEN, GOLDEN_SETS, GoldenDataMissing, check_all_golden_sets,
-                         check_golden_set, required_files)
+from support.golden_sets import (
+    ALL_GOLDEN_SETS,
+    GOLDEN,
+    GOLDEN_SETS,
+    GoldenDataMissing,
+    check_all_golden_sets,
+    check_golden_set,
+    required_files,
+)
 
 
 def test_golden_sets_live_inside_the_repository():

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.hubserver import HubServer, run_cli, use_in_process
 
 import eagle_convert
 from eagle_convert import errors
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
-from support.hubserver import HubServer, run_cli, use_in_process
 
 CFG = TinyConfig(hidden_size=256, intermediate_size=512, vocab_size=1024, num_hidden_layers=2)  # ~1 MB shards
 

@@ -11,6 +11,7 @@ import sys
 import pytest
 import torch
 from safetensors.torch import save
+from support.hubserver import HubServer, run_json, use_in_process
 
 from eagle_convert.checkpoint.open import is_repo_id, open_input
 from eagle_convert.errors import LayoutError
@@ -28,7 +29,6 @@ from eagle_convert.io.hub.repos import cached_file, download, is_offline, resolv
 from eagle_convert.io.hub.source import read_safetensors_header
 from eagle_convert.io.source import HEADER_LEN_KEY
 from eagle_convert.testing.tiny import TinyConfig, make_target
-from support.hubserver import HubServer, run_json, use_in_process
 
 V, D = 1000, 256  # each shard holds about 1 MB
 SHARDS = ["model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"]

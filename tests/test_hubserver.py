@@ -7,7 +7,6 @@ import json
 import struct
 
 import pytest
-
 from support.hubserver import HubServer, run_json, run_python
 
 CONFIG = b'{"hidden_size": 64}'

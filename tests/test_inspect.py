@@ -7,11 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from support.golden_sets import golden
 
 import eagle_convert
 from eagle_convert.testing.tiny import TinyConfig
-
-from support.golden_sets import golden
 
 
 def problems(report):
@@ -54,8 +53,8 @@ def test_converted_output_is_recognised_and_clean(pair, tmp_path):
 
 def test_unknown_tensor_is_a_problem_not_a_crash(pair, tmp_path):
     target, draft, _ = pair(draft_fmt="safetensors")
-    from safetensors.torch import load_file, save_file
     import torch
+    from safetensors.torch import load_file, save_file
 
     t = load_file(draft / "model.safetensors")
     t["layers.0.input_layernorm.weight"] = torch.ones(64)

@@ -11,14 +11,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 from safetensors.torch import load_file, save_file
+from support.convert import tree_fingerprint
 
 import eagle_convert
 from eagle_convert import errors
 from eagle_convert.cli.main import main
 from eagle_convert.conversion.derive import fold_fc_bias
 from eagle_convert.testing.tiny import TinyConfig
-
-from support.convert import tree_fingerprint
 
 EAGLE3 = {"cfg": TinyConfig(num_hidden_layers=8), "kind": "eagle3"}
 

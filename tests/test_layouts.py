@@ -10,16 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from support.convert import load_out
+from support.golden_sets import golden
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.testing.tiny import TinyConfig
 from eagle_convert.layouts import LAYOUTS, Layout, output_layouts
 from eagle_convert.layouts.registry import served_as_stored
 from eagle_convert.layouts.variant_table import variant_markdown_table
-
-from support.convert import load_out
-from support.golden_sets import golden
+from eagle_convert.testing.tiny import TinyConfig
 
 LAYER = [f"layers.0.self_attn.{p}_proj.weight" for p in "qkvo"] + \
         [f"layers.0.mlp.{p}_proj.weight" for p in ("gate", "up", "down")] + ["layers.0.post_attention_layernorm.weight"]

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from support.convert import flat, run_cli, tree_fingerprint
 
 

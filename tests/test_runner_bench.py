@@ -8,13 +8,13 @@ import shutil
 import pytest
 import torch
 from safetensors.torch import save_file
-
-from eagle_convert.errors import MissingTensorError, ShapeMismatchError, VerificationError
-from eagle_convert.benchmark import session as bench_module
-from eagle_convert.engines import ours as ours_engine
-from eagle_convert.benchmark.session import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts, run_bench
-from eagle_convert.benchmark.chat import ChatTokenizer
 from support.runner_fixtures import GOLDEN, agreeing_eagle1_head, memoryless_target, read_golden_draft, strict_getter
+
+from eagle_convert.benchmark import session as bench_module
+from eagle_convert.benchmark.chat import ChatTokenizer
+from eagle_convert.benchmark.session import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts, run_bench
+from eagle_convert.engines import ours as ours_engine
+from eagle_convert.errors import MissingTensorError, ShapeMismatchError, VerificationError
 
 QUIET = dict(progress=False, device="cpu")
 

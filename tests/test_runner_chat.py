@@ -7,9 +7,9 @@ import shutil
 
 import jinja2
 import pytest
+from support.runner_fixtures import GOLDEN
 
 from eagle_convert.benchmark.chat import ChatTokenizer, load_chat_template, load_eos_token_ids
-from support.runner_fixtures import GOLDEN
 
 transformers = pytest.importorskip("transformers")
 TOKENIZER_JSON = GOLDEN / "eagle1-llama2" / "target" / "tokenizer.json"

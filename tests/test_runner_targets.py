@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.target_families import HEADS, INTER, KV, LEGACY, H, V, save_family
 
 import eagle_convert
+from eagle_convert.benchmark.session import Prompt, load_target
 from eagle_convert.errors import UnsupportedModelError
 from eagle_convert.testing.tiny import TinyConfig, make_eagle3_head
-from eagle_convert.benchmark.session import Prompt, load_target
-from support.target_families import H, HEADS, INTER, KV, LEGACY, V, save_family
 
 pytest.importorskip("transformers")
 SEQ = 12

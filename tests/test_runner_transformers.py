@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.runner_fixtures import random_target_weights, strict_getter, tiny_config
 
 from eagle_convert.errors import EagleConvertError, UnsupportedModelError
 from eagle_convert.runner.model import TargetConfig, TargetModel
-from support.runner_fixtures import random_target_weights, strict_getter, tiny_config
 
 transformers = pytest.importorskip("transformers")
 

@@ -15,14 +15,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.variant_heads import TARGET, VARIANTS, WIDE_TARGET, make_variant_head
 
 import eagle_convert
 from eagle_convert.checkpoint.index import Checkpoint
 from eagle_convert.draft.load import load_draft
-from eagle_convert.testing.tiny import make_eagle1_head, make_eagle3_head, make_target
 from eagle_convert.io.source import LocalSource
-
-from support.variant_heads import TARGET, VARIANTS, WIDE_TARGET, make_variant_head
+from eagle_convert.testing.tiny import make_eagle1_head, make_eagle3_head, make_target
 
 pytestmark = pytest.mark.sglang
 

@@ -15,11 +15,10 @@ import sys
 import time
 
 import pytest
+from support.convert import assert_nothing_left, flat, tree_fingerprint
 
 import eagle_convert
 from eagle_convert.io import interrupts
-
-from support.convert import assert_nothing_left, flat, tree_fingerprint
 
 WAIT_S = 120  # generous: a loaded CI machine imports torch slowly; nothing here waits this long when it works
 

@@ -18,11 +18,11 @@ from safetensors.torch import load_file
 import eagle_convert
 from eagle_convert import errors
 from eagle_convert.checkpoint.index import Checkpoint
-from eagle_convert.io import digest as digest_module
 from eagle_convert.conversion import prefetch as early
+from eagle_convert.io import digest as digest_module
 from eagle_convert.io import readahead
-from eagle_convert.io.source import LocalSource
 from eagle_convert.io import write as write_module
+from eagle_convert.io.source import LocalSource
 from eagle_convert.io.write import same_bytes
 
 

@@ -10,14 +10,13 @@ import shutil
 import pytest
 import torch
 from safetensors.torch import load_file
+from support.target_families import FAMILIES, HEADS, INTER, KV, LEGACY, H, V, save_family, saved_names, shard_of
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head
 from eagle_convert.io.source import LocalSource
 from eagle_convert.targets import FAMILIES as TABLES
-
-from support.target_families import FAMILIES, LEGACY, H, V, INTER, HEADS, KV, save_family, saved_names, shard_of
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head
 
 pytest.importorskip("transformers")
 

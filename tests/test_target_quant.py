@@ -11,13 +11,13 @@ import shutil
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from support.hubserver import HubServer, use_in_process
+from support.target_families import HEADS, INTER, KV, H, V, save_family, shard_of
 
 import eagle_convert
 from eagle_convert import errors
-from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head
 from eagle_convert.targets.quant import dequantize_fp8, fp8_scheme
-from support.hubserver import HubServer, use_in_process
-from support.target_families import H, HEADS, INTER, KV, V, save_family, shard_of
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head
 
 pytest.importorskip("transformers")
 HEAD = "lm_head.weight"
@@ -230,8 +230,8 @@ def test_inspect_target_of_a_float_head_in_a_quantized_checkpoint(quant, tmp_pat
 
 
 def test_bench_refuses_a_quantized_target(quant):
-    from eagle_convert.errors import UnsupportedModelError
     from eagle_convert.benchmark.session import load_target
+    from eagle_convert.errors import UnsupportedModelError
 
     _, fp8, _, _ = quant["per-channel"]
     with pytest.raises(UnsupportedModelError, match=r"quantized \(fp8\)") as exc:

@@ -8,11 +8,11 @@ import json
 
 import torch
 from safetensors.torch import load_file
+from support.hubserver import HubServer, use_in_process
 
 import eagle_convert
-from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 from eagle_convert.testing.ranks import save_vllm_ranks
-from support.hubserver import HubServer, use_in_process
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 
 CFG = TinyConfig(hidden_size=128, intermediate_size=1024, vocab_size=1000, num_hidden_layers=2)
 BULK = ("model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight")  # 0.5 MB per rank file

@@ -11,12 +11,11 @@ import re
 import pytest
 import torch
 from safetensors.torch import load_file
+from support.convert import tree_fingerprint
 
 import eagle_convert
-from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 from eagle_convert.testing.ranks import save_trtllm_ranks, save_vllm_ranks
-
-from support.convert import tree_fingerprint
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 
 V_ODD = 1000  # not a multiple of 64: vLLM pads to 1024, TRT-LLM at TP=8 to 1000 (at TP=3 to 1002)
 
@@ -166,8 +165,9 @@ def test_inputs_untouched_and_same_bytes_as_whole_target(tmp_path):
 
 
 def test_dry_run_lists_byte_ranges_and_inspect_describes(tmp_path):
-    from eagle_convert.cli.main import main
     from click.testing import CliRunner
+
+    from eagle_convert.cli.main import main
 
     cfg, tensors = build(tmp_path)
     save_vllm_ranks(tmp_path / "ranks", cfg.hf_config(), tensors, 4)

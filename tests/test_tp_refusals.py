@@ -14,8 +14,8 @@ from safetensors.torch import load_file, save_file
 
 from eagle_convert import errors
 from eagle_convert.cli.main import main
-from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 from eagle_convert.testing.ranks import save_trtllm_ranks, save_vllm_ranks
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 
 CFG = TinyConfig(vocab_size=1000)
 

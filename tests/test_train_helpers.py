@@ -127,8 +127,8 @@ def test_draft_vocab_keeps_the_most_frequent_tokens_in_target_order(tmp_path):
 
 def test_trained_eagle3_layout_runs_identically_in_our_runner(tiny_llama, tmp_path):
     """The trainer's forward (steps 0 and 1 of the unrolled loss) = the runner's chain on the saved head."""
-    from eagle_convert.draft.load import load_draft, tensor_reader
     from eagle_convert.checkpoint.open import open_input
+    from eagle_convert.draft.load import load_draft, tensor_reader
     from eagle_convert.runner.heads import build_draft_head
 
     model, path = tiny_llama

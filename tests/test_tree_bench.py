@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.convert import run_cli
 
 import eagle_convert
 from eagle_convert.errors import IncomparableReportError, TreeShapeError
-from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 from eagle_convert.runner.trees.shapes import TreeOptions
-
-from support.convert import run_cli
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 
 PROMPTS = ["t10 t11 t12", "t40 t7 t99 t3"]
 
@@ -127,8 +126,8 @@ def test_uniform_trees_and_the_sweep_grid():
 
 
 def test_sweep_ranks_shapes_and_names_serve_flags(agree):
-    from eagle_convert.runner.trees.shapes import dynamic_tree
     from eagle_convert.benchmark.sweep import run_sweep, sweep_table, uniform_tree
+    from eagle_convert.runner.trees.shapes import dynamic_tree
 
     result = run_sweep(str(agree / "target"), str(agree / "head"), k=2, prompts=PROMPTS, num_prompts=1,
                        max_new_tokens=12, shapes=[dynamic_tree(3, 2, 5), uniform_tree((1, 1, 1, 1))])

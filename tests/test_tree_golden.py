@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 from safetensors.torch import load_file
-
-from eagle_convert.runner.heads import aux_layer_ids_for
-from eagle_convert.runner.trees.tree import accept_greedy_tree, best_path_row
-from eagle_convert.runner.trees.draft import draft_tree
-from eagle_convert.runner.trees.shapes import dynamic_tree
-from eagle_convert.runner.trees.verify import commit_path, verify_tree
 from support.golden_sets import ALL_GOLDEN_SETS as ALL_SETS
 from support.runner_fixtures import GOLDEN, build_pair, read_golden_draft, read_target_dir
+
+from eagle_convert.runner.heads import aux_layer_ids_for
+from eagle_convert.runner.trees.draft import draft_tree
+from eagle_convert.runner.trees.shapes import dynamic_tree
+from eagle_convert.runner.trees.tree import accept_greedy_tree, best_path_row
+from eagle_convert.runner.trees.verify import commit_path, verify_tree
 
 
 @pytest.fixture(scope="module", params=ALL_SETS)

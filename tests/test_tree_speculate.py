@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.runner_fixtures import agreeing_eagle1_head, build_pair, memoryless_target
+from support.sampling import (
+    CHI2_999,
+    chi_square,
+    exact_marginals,
+    partially_agreeing_pair,
+    prompt,
+    random_pair,
+    sampling_pair,
+)
 
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
-from eagle_convert.runner.trees.tree import DraftTree, accept_sampled_tree
 from eagle_convert.runner.trees.draft import draft_tree
 from eagle_convert.runner.trees.shapes import MC_SIM_7B_63, dynamic_tree, static_tree
 from eagle_convert.runner.trees.speculate import tree_generate
+from eagle_convert.runner.trees.tree import DraftTree, accept_sampled_tree
 from eagle_convert.spec import EAGLE1, EAGLE3
-from support.runner_fixtures import agreeing_eagle1_head, build_pair, memoryless_target
-from support.sampling import (
-    CHI2_999, chi_square, exact_marginals, partially_agreeing_pair, prompt, random_pair, sampling_pair,
-)
 
 SHAPES = {
     "dynamic-3-4-16": dynamic_tree(3, 4, 16),

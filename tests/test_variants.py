@@ -10,15 +10,14 @@ import math
 
 import pytest
 import torch
-
-import eagle_convert
-from eagle_convert.runner.trees.shapes import TreeOptions
-from eagle_convert import errors
-from eagle_convert.testing.tiny import make_target
-
 from support.convert import flat, run_cli
 from support.variant_heads import TARGET, VARIANTS, WIDE_TARGET, make_variant_head
 from support.variants import LAYOUTS, edit_config, load, runner_head
+
+import eagle_convert
+from eagle_convert import errors
+from eagle_convert.runner.trees.shapes import TreeOptions
+from eagle_convert.testing.tiny import make_target
 
 REFUSED = {("norm_before_residual", "sglang"): "norm_before_residual", ("qwen3", "sglang"): "q_norm/k_norm",
            ("fc_bias", "vllm"): "without a bias", ("fc_bias", "speculators"): "without a bias",
@@ -414,8 +413,8 @@ def test_variant_tree_rows_equal_each_nodes_own_chain(built, name):
     """Lossless output cannot show a tree row that sees the wrong rows (verification repairs it): every node's draft
     score must equal the head's log-probs along its path run as a plain chain on a fresh head, so each row of every
     layer of every variant sees exactly its ancestors."""
-    from eagle_convert.runner.heads import aux_layer_ids_for
     from eagle_convert.benchmark.session import load_target
+    from eagle_convert.runner.heads import aux_layer_ids_for
     from eagle_convert.runner.trees.draft import draft_tree
     from eagle_convert.runner.trees.shapes import dynamic_tree
 

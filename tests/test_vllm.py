@@ -13,9 +13,9 @@ import subprocess
 import sys
 
 import pytest
+from support.vllm import assert_same, our_counters, vllm_counters
 
 import eagle_convert
-from support.vllm import assert_same, our_counters, vllm_counters
 
 pytestmark = pytest.mark.vllm
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-import eagle_convert
 from support.vllm import VLLM_PYTHON, assert_same, our_counters, vllm_counters
 
+import eagle_convert
 from eagle_convert.testing.moe_pair import build_moe_release
 
 pytestmark = pytest.mark.vllm

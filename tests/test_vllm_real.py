@@ -19,9 +19,9 @@ import os
 from pathlib import Path
 
 import pytest
+from support.vllm import VLLM_PYTHON, assert_same, our_counters, vllm_counters
 
 import eagle_convert
-from support.vllm import VLLM_PYTHON, assert_same, our_counters, vllm_counters
 
 pytestmark = [pytest.mark.vllm, pytest.mark.real]
 

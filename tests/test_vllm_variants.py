@@ -16,9 +16,9 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from support.vllm import assert_same, our_counters, vllm_counters
 
 import eagle_convert
-from support.vllm import assert_same, our_counters, vllm_counters
 
 pytestmark = pytest.mark.vllm
 

@@ -25,14 +25,14 @@ from pathlib import Path
 
 import torch
 
-from eagle_convert.draft.load import load_draft, tensor_reader
-from eagle_convert.checkpoint.index import Checkpoint
-from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
-from eagle_convert.io.source import LocalSource
 from eagle_convert.benchmark.session import load_target
+from eagle_convert.checkpoint.index import Checkpoint
+from eagle_convert.draft.load import load_draft, tensor_reader
+from eagle_convert.io.source import LocalSource
 from eagle_convert.runner.heads import DraftHead, build_draft_head
 from eagle_convert.runner.model import TargetModel
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
+from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 
 SMOLLM2_SHAPE = TinyConfig(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
                            intermediate_size=1536, vocab_size=49152, tie_word_embeddings=True)

@@ -22,14 +22,14 @@ from pathlib import Path
 import torch
 
 import eagle_convert
+from eagle_convert.benchmark.chat import ChatTokenizer
+from eagle_convert.benchmark.prompts import load_prompts
+from eagle_convert.benchmark.session import DTYPES, load_target
 from eagle_convert.checkpoint.index import Checkpoint
 from eagle_convert.draft.load import load_draft, tensor_reader
 from eagle_convert.io.source import LocalSource
-from eagle_convert.benchmark.session import DTYPES, load_target
-from eagle_convert.benchmark.chat import ChatTokenizer
 from eagle_convert.runner.heads import build_draft_head
 from eagle_convert.runner.model import TargetModel
-from eagle_convert.benchmark.prompts import load_prompts
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.runner.trees.shapes import MC_SIM_7B_63, dynamic_tree, static_tree
 from eagle_convert.runner.trees.speculate import tree_generate

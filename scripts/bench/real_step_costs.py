@@ -14,9 +14,9 @@ import time
 
 import torch
 
-from eagle_convert.draft.load import load_draft, tensor_reader
-from eagle_convert.checkpoint.open import open_input
 from eagle_convert.benchmark.session import load_target
+from eagle_convert.checkpoint.open import open_input
+from eagle_convert.draft.load import load_draft, tensor_reader
 from eagle_convert.runner.heads import aux_layer_ids_for, build_draft_head
 
 

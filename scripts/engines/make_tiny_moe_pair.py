@@ -13,6 +13,7 @@ from pathlib import Path
 
 from eagle_convert.testing.moe_pair import build_moe_release
 
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")

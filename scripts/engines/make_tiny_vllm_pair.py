@@ -12,6 +12,7 @@ import json
 
 from eagle_convert.testing.vllm_pairs import build_pair
 
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out")

@@ -12,7 +12,6 @@ import os
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 from eagle_train_loop import apply_rope, rms, rope_cos_sin, rope_inv_freq, unrolled_attention
 
 

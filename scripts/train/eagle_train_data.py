@@ -11,11 +11,10 @@ import os
 import time
 from dataclasses import dataclass
 
+import real_prompts  # beside this file: a trainer runs from scripts/train, which Python puts first on the path
 import torch
 import torch.nn.functional as F
 from safetensors import safe_open
-
-import real_prompts  # beside this file: a trainer runs from scripts/train, which Python puts first on the path
 
 # ----------------------------------------------------------------------------------------------------------- target
 

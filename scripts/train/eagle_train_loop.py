@@ -9,7 +9,6 @@ import random
 
 import torch
 import torch.nn.functional as F
-
 from eagle_train_data import Sample
 
 

@@ -30,10 +30,16 @@ import time
 
 import torch
 import torch.nn.functional as F
-
 from eagle3_head_model import Eagle3Head, coverage, draft_vocab, save_safeailab_eagle3
 from eagle_train_data import (
-    BatchedTarget, Sample, Tok, add_data_args, ensure_data, load_samples, log, teacher_forced_aux,
+    BatchedTarget,
+    Sample,
+    Tok,
+    add_data_args,
+    ensure_data,
+    load_samples,
+    log,
+    teacher_forced_aux,
 )
 from eagle_train_loop import ChainStats, answer_label_counts, collate, lr_at, make_batches
 

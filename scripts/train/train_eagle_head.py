@@ -42,14 +42,19 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-
 from eagle_train_data import BatchedTarget, Sample, Tok, add_data_args, ensure_data, load_samples, log
 from eagle_train_loop import (
-    ChainStats, answer_label_counts, apply_rope, collate, lr_at, make_batches, rms, rope_cos_sin, rope_inv_freq,
+    ChainStats,
+    answer_label_counts,
+    apply_rope,
+    collate,
+    lr_at,
+    make_batches,
+    rms,
+    rope_cos_sin,
+    rope_inv_freq,
     unrolled_attention,
 )
-
 
 # ------------------------------------------------------------------------------------------------------------- head
 
@@ -336,6 +341,7 @@ def write_mistakes(head_dir: str, converted_v0: str, out: str, seed: int = 0):
     The third mistake of issue 7, the fc bias dropped, is made by the converter itself:
       eagle-convert convert HEAD --target T --to vllm --fc-bias drop"""
     import shutil
+
     from safetensors.torch import load_file, save_file
 
     sd = torch.load(os.path.join(head_dir, "pytorch_model.bin"), weights_only=True)

@@ -7,7 +7,12 @@ import torch
 
 from eagle_convert.spec import EAGLE1, EAGLE3
 from support.runner_fixtures import (
-    agreeing_eagle1_head, build_pair, draft_spec_for, memoryless_target, random_head_weights, random_target_weights,
+    agreeing_eagle1_head,
+    build_pair,
+    draft_spec_for,
+    memoryless_target,
+    random_head_weights,
+    random_target_weights,
     tiny_config,
 )
 
