@@ -187,7 +187,8 @@ def test_action_fails_a_conversion_that_changes_the_head_and_still_writes_the_re
     assert check["name"] == "reference_draft" and check["passed"] is False
     assert check["first_difference"]["prompt"] == "1" and check["first_difference"]["round"] == 0
     # a τ floor could not catch it: without its bias this head agrees with the target more than the released one
-    assert check["tau"] > check["reference_tau"] == report["reference"]["overall"]["acceptance"]["mean_acceptance_length"]
+    assert (check["tau"] > check["reference_tau"]
+            == report["reference"]["overall"]["acceptance"]["mean_acceptance_length"])
     assert run.outputs["exit-code"] == "3" and float(run.outputs["tau"]) == report["overall"]["acceptance"][
         "mean_acceptance_length"]
     assert run.outputs["out"] == str(workspace / "heads" / "dropped")
@@ -257,8 +258,9 @@ def test_action_passes_each_input_as_one_argument(tmp_path, action_path):
     pip, version, convert, bench = (json.loads(line) for line in log.read_text().splitlines())
     assert pip == ["-m", "pip", "install", "--no-index", "--find-links", "wheel house", str(action_path)]
     assert version == ["-m", "eagle_convert", "--version"]
-    assert convert == ["-m", "eagle_convert", "convert", draft, "--target", "tar get", "-o", "out dir", "--to", "sglang",
-                       "--fc-bias", "fold", "--force", "--quiet", "--dtype", "bfloat16", "--drop", "x *"]
+    assert convert == ["-m", "eagle_convert", "convert", draft, "--target", "tar get", "-o", "out dir",
+                       "--to", "sglang", "--fc-bias", "fold", "--force", "--quiet", "--dtype", "bfloat16",
+                       "--drop", "x *"]
     assert bench == ["-m", "eagle_convert", "bench", "--target", "tar get", "--draft", str(workspace / "out dir"),
                      "--report", "r/r e.json", "--quiet", "--reference-draft", "raw head",
                      "--min-acceptance-length", "1.8", "--reference-report", "stored.json", "--max-tau-drop", "0.1",
@@ -275,8 +277,8 @@ def test_action_passes_each_input_as_one_argument(tmp_path, action_path):
                          workspace=ws, action_path=action_path, path_first=None)
         pip, _, convert, bench = (json.loads(line) for line in log.read_text().splitlines())
         assert pip == ["-m", "pip", "install", str(action_path)]
-        assert convert == ["-m", "eagle_convert", "convert", "d", "--target", "t", "-o", "eagle-converted", "--to", "vllm",
-                           "--fc-bias", "error", "--force", "--quiet"]
+        assert convert == ["-m", "eagle_convert", "convert", "d", "--target", "t", "-o", "eagle-converted",
+                           "--to", "vllm", "--fc-bias", "error", "--force", "--quiet"]
         assert bench == ["-m", "eagle_convert", "bench", "--target", "t", "--draft", str(ws / "eagle-converted"),
                          "--report", "eagle-convert-report.json", "--quiet", *expected]
 

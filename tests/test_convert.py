@@ -94,7 +94,8 @@ def test_sharded_target_reads_only_the_lm_head_shard(pair, tmp_path, monkeypatch
 def test_input_variants(variant, pair, tmp_path):
     cfg = TinyConfig(tie_word_embeddings=variant == "tied", model_type="qwen2" if variant == "qwen2" else "llama")
     target, draft, ttensors = pair(
-        cfg=cfg, shards=3 if variant == "bin-sharded" else 1, target_fmt="bin" if variant == "bin-sharded" else "safetensors",
+        cfg=cfg, shards=3 if variant == "bin-sharded" else 1,
+        target_fmt="bin" if variant == "bin-sharded" else "safetensors",
         fc_bias=variant != "no-fc-bias", embed=variant != "no-embed",
         draft_fmt="safetensors" if variant == "safetensors-draft" else "bin")
     out = tmp_path / "out"

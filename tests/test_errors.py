@@ -183,7 +183,8 @@ def test_cli_usage_errors_exit_2(pair, tmp_path):
     target, draft, _ = pair()
     assert run_cli("convert", draft, "--target", target).returncode == 2  # no -o
     assert run_cli("convert", draft, "--target", target, "-o", tmp_path / "o", "--to", "nope").returncode == 2
-    assert run_cli("convert", draft, "--target", target, "-o", tmp_path / "o", "--max-shard-size", "lots").returncode == 2
+    assert run_cli("convert", draft, "--target", target, "-o", tmp_path / "o",
+                   "--max-shard-size", "lots").returncode == 2
 
 
 def test_debug_env_shows_traceback(pair, tmp_path):

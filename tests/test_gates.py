@@ -77,7 +77,8 @@ def test_a_dropped_fc_bias_keeps_tau_but_not_the_drafts(releases, tmp_path):
     rejection, where τ cannot see it) and moves rounds in both directions, for a τ that differs by 0.014."""
     out = converted(releases, tmp_path, "eagle1", "vllm", fc_bias="drop")
     report = eagle_convert.bench(str(releases["target"]), str(out), k=K, max_new_tokens=TOKENS,
-                                 prompts=str(releases["prompts"]), baseline=False, reference_draft=str(releases["eagle1"]))
+                                 prompts=str(releases["prompts"]), baseline=False,
+                                 reference_draft=str(releases["eagle1"]))
     check = report.gates[0]
     assert not check.passed
     first = check.details["first_difference"]
@@ -88,7 +89,8 @@ def test_a_dropped_fc_bias_keeps_tau_but_not_the_drafts(releases, tmp_path):
 def test_half_precision_compares_tau_within_the_tolerance(releases, tmp_path):
     out = converted(releases, tmp_path, "eagle1", "vllm", fc_bias="fold")
     report = eagle_convert.bench(str(releases["target"]), str(out), k=K, max_new_tokens=TOKENS, dtype="bfloat16",
-                                 prompts=str(releases["prompts"]), baseline=False, reference_draft=str(releases["eagle1"]))
+                                 prompts=str(releases["prompts"]), baseline=False,
+                                 reference_draft=str(releases["eagle1"]))
     check = report.gates[0]
     tolerance, error = gates.tau_tolerance(report, report.reference)
     assert check.details["mode"] == "tau_tolerance" and check.details["tolerance"] == tolerance
@@ -172,7 +174,8 @@ def test_norm_before_residual_is_benched_but_not_converted(releases, tmp_path):
     assert not (tmp_path / "out").exists()
     eagle_convert.convert(str(head), str(releases["target"]), tmp_path / "vllm", to="vllm")
     assert json.loads((tmp_path / "vllm" / "config.json").read_text())["norm_before_residual"] is True
-    assert any("norm_before_residual" in p.what for p in eagle_convert.inspect(str(head), str(releases["target"])).problems)
+    problems = eagle_convert.inspect(str(head), str(releases["target"])).problems
+    assert any("norm_before_residual" in p.what for p in problems)
     report = eagle_convert.bench(str(releases["target"]), str(head), k=K, max_new_tokens=TOKENS, baseline=False,
                                  prompts=str(releases["prompts"]), reference_draft=str(releases["eagle3"]))
     assert report.settings["draft_kind"] == "eagle3" and not report.passed

@@ -143,7 +143,8 @@ def test_fold_is_exact_on_the_golden_llama2_head(tmp_path):
                                    fc_bias="fold", dtype="float32")
     assert result.fold.max_rel_error <= 1e-3
     # Independently: the folded fc over every real embedding row equals the original fc with its bias.
-    draft = {k: v.to(torch.float32) for k, v in torch.load(root / "draft" / "pytorch_model.bin", weights_only=True).items()}
+    raw = torch.load(root / "draft" / "pytorch_model.bin", weights_only=True)
+    draft = {k: v.to(torch.float32) for k, v in raw.items()}
     _, out = load_out(tmp_path / "out")
     h = draft["fc.weight"].shape[0]
     feature = torch.randn(draft["embed_tokens.weight"].shape[0], h, generator=torch.Generator().manual_seed(0))
@@ -168,7 +169,8 @@ def test_golden_eagle3_to_every_layout(tmp_path):
         else:
             assert top["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
         assert top["norm_before_residual"] is False
-        assert inner["rope_theta"] == 500000.0 and inner.get("rope_scaling") is None  # never the target's llama3 scaling
+        # never the target's llama3 scaling
+        assert inner["rope_theta"] == 500000.0 and inner.get("rope_scaling") is None
         assert inner["max_position_embeddings"] == 131072 and "bias" not in inner
         assert torch.equal(tensors["d2t"], src["d2t"]) and tensors["d2t"].dtype == torch.int64
         assert torch.equal(tensors["t2d"], src["t2d"])

@@ -131,7 +131,8 @@ def test_prompt_files(tmp_path):
     path.write_text("not json\n")
     with pytest.raises(PromptFileError):
         load_prompts(path)
-    assert all(p.turns and p.id for p in BUILTIN_PROMPTS) and len({p.id for p in BUILTIN_PROMPTS}) == len(BUILTIN_PROMPTS)
+    assert all(p.turns and p.id for p in BUILTIN_PROMPTS)
+    assert len({p.id for p in BUILTIN_PROMPTS}) == len(BUILTIN_PROMPTS)
 
 
 def test_mismatched_pair_is_refused():

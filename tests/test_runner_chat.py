@@ -57,8 +57,8 @@ CONVERSATION = [
 def make_tokenizer_dir(tmp_path, template, *, as_file=False, config_extra=None):
     shutil.copy(TOKENIZER_JSON, tmp_path / "tokenizer.json")
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>",
-              "eos_token": {"__type": "AddedToken", "content": "</s>", "lstrip": False, "normalized": False, "rstrip": False,
-                            "single_word": False, "special": True},
+              "eos_token": {"__type": "AddedToken", "content": "</s>", "lstrip": False, "normalized": False,
+                            "rstrip": False, "single_word": False, "special": True},
               "unk_token": "<unk>", **(config_extra or {})}
     if as_file:
         (tmp_path / "chat_template.jinja").write_text(template)

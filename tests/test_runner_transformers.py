@@ -79,7 +79,8 @@ def test_cache_grows_past_its_initial_capacity():
     ids = torch.randint(0, config["vocab_size"], (1, 300), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         expected = hf_model(config, weights)(ids).logits
-    pieces = [ours(ids[:, :250], range(250)), ours(ids[:, 250:260], range(250, 260)), ours(ids[:, 260:], range(260, 300))]
+    pieces = [ours(ids[:, :250], range(250)), ours(ids[:, 250:260], range(250, 260)),
+              ours(ids[:, 260:], range(260, 300))]
     torch.testing.assert_close(torch.cat([p.logits for p in pieces], 1), expected, atol=2e-5, rtol=1e-5)
 
 

@@ -45,7 +45,8 @@ def test_provenance_hashes_are_of_the_source_bytes(pair, tmp_path, dtype):
         assert src["sha256"] == _sha(expected), name
         assert "sha256" not in entry  # written bytes are verified, not hashed
         source_dtype = str(expected.dtype).removeprefix("torch.")
-        assert entry["how"] == ("copy" if source_dtype == entry["dtype"] else f"cast {source_dtype} -> {entry['dtype']}")
+        expected_how = "copy" if source_dtype == entry["dtype"] else f"cast {source_dtype} -> {entry['dtype']}"
+        assert entry["how"] == expected_how
     assert prov["tensors"]["fc.weight"]["how"] == ("copy" if dtype == "float32" else "cast float32 -> bfloat16")
 
 

@@ -151,7 +151,8 @@ PACKED = {
     # compressed-tensors pack-quantized (int4 in int32 words): no `weight` at all
     "int4-packed": lambda t: {**{k: v for k, v in t.items() if k != HEAD},
                               "lm_head.weight_packed": torch.zeros(V, H // 8, dtype=torch.int32),
-                              "lm_head.weight_scale": torch.ones(V, H // 16), "lm_head.weight_shape": torch.tensor([V, H])},
+                              "lm_head.weight_scale": torch.ones(V, H // 16),
+                              "lm_head.weight_shape": torch.tensor([V, H])},
     # NVFP4 (ModelOpt): two 4-bit codes per byte, an FP8 block scale and a second-level scale
     "nvfp4": lambda t: {**t, HEAD: torch.zeros(V, H // 2, dtype=torch.uint8),
                         "lm_head.weight_scale": torch.ones(V, H // 16).to(torch.float8_e4m3fn),

@@ -25,8 +25,8 @@ CFG = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, interm
 
 
 def vllm_save(model: Path, out: Path, tp: int, dtype: str, max_size: int | None = None) -> list[str]:
-    args = [VLLM_PYTHON, str(ROOT / "scripts" / "engines" / "vllm_save_sharded.py"), str(model), str(out), "--tp", str(tp),
-            "--dtype", dtype] + (["--max-size", str(max_size)] if max_size else [])
+    args = [VLLM_PYTHON, str(ROOT / "scripts" / "engines" / "vllm_save_sharded.py"), str(model), str(out),
+            "--tp", str(tp), "--dtype", dtype] + (["--max-size", str(max_size)] if max_size else [])
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
     proc = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]

@@ -68,7 +68,8 @@ def attention(t, p, x, spec):
 
 
 def mlp(t, p, x):
-    return (torch.nn.functional.silu(x @ t[p + "gate_proj.weight"].T) * (x @ t[p + "up_proj.weight"].T)) @ t[p + "down_proj.weight"].T
+    gated = torch.nn.functional.silu(x @ t[p + "gate_proj.weight"].T) * (x @ t[p + "up_proj.weight"].T)
+    return gated @ t[p + "down_proj.weight"].T
 
 
 def reference_fc(t, spec, features):
@@ -91,7 +92,8 @@ def reference_layers(t, spec, tokens, g, embed, lm_head):
     h = mlp(t, "layers.0.mlp.", rms(residual, t["layers.0.post_attention_layernorm.weight"], eps))
     for i in range(1, spec.num_layers):
         residual = h + residual
-        residual = residual + attention(t, f"layers.{i}.self_attn.", rms(residual, t[f"layers.{i}.input_layernorm.weight"], eps), spec)
+        normed = rms(residual, t[f"layers.{i}.input_layernorm.weight"], eps)
+        residual = residual + attention(t, f"layers.{i}.self_attn.", normed, spec)
         h = mlp(t, f"layers.{i}.mlp.", rms(residual, t[f"layers.{i}.post_attention_layernorm.weight"], eps))
     out = h + residual
     normed = rms(out, t["norm.weight"], eps)
@@ -131,7 +133,8 @@ EXPECTED = {  # variant -> spec fields that must differ from the plain EAGLE-3 h
     "wide_target": {"target_hidden_size": 96, "hidden_size": 64},
     "fc_bias": {"fc_bias": True},
 }
-PLAIN = {"norm_before_fc": False, "fc_norm": False, "norm_output": False, "num_aux_states": 3, "aux_layer_ids": (0, 1, 3),
+PLAIN = {"norm_before_fc": False, "fc_norm": False, "norm_output": False, "num_aux_states": 3,
+         "aux_layer_ids": (0, 1, 3),
          "norm_before_residual": False, "num_layers": 1, "qk_norm": False, "lm_head_from_target": False,
          "draft_vocab_size": 64, "target_hidden_size": 64, "hidden_size": 64, "base_model_type": "llama",
          "fc_bias": False}
@@ -207,7 +210,8 @@ def test_round_trip_to_every_layout(built, name, to, tmp_path):
     assert {k: getattr(out_spec, k) for k in fields} == {k: getattr(source_spec, k) for k in fields}
     src, conv = two_steps(source_runner, source_spec), two_steps(out_runner, out_spec)
     for a, b in zip(src[2:], conv[2:]):
-        assert torch.equal(source_runner.to_target_ids(a.logits.argmax(-1)), out_runner.to_target_ids(b.logits.argmax(-1)))
+        assert torch.equal(source_runner.to_target_ids(a.logits.argmax(-1)),
+                           out_runner.to_target_ids(b.logits.argmax(-1)))
         assert torch.equal(a.hidden, b.hidden)
     config = json.loads((out / "config.json").read_text())
     stated = config if to != "speculators" else {**config["transformer_layer_config"], **config}
@@ -220,7 +224,8 @@ def test_round_trip_to_every_layout(built, name, to, tmp_path):
         assert stated["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [i - 1 for i in ids]
         assert "eagle_aux_hidden_state_layer_ids" not in stated
     else:
-        assert stated["eagle_aux_hidden_state_layer_ids"] == ids == stated["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+        assert (stated["eagle_aux_hidden_state_layer_ids"] == ids
+                == stated["eagle_config"]["eagle_aux_hidden_state_layer_ids"])
 
 
 # ---- disagreements and refusals -------------------------------------------------------------------------------------
@@ -230,16 +235,21 @@ def test_round_trip_to_every_layout(built, name, to, tmp_path):
     ("base", {"norm_before_fc": True}, r"config norm_before_fc=True, but the tensors say norm_before_fc=false"),
     ("norm_before_fc", {"norm_before_fc": None, "eagle_config": {"norm_before_fc": False}},
      r"config eagle_config.norm_before_fc=False, but the tensors say norm_before_fc=true"),
-    ("norm_before_fc", {"eagle_config": {"norm_before_fc": False}}, r"at the top level but norm_before_fc=False in eagle_config"),
+    ("norm_before_fc", {"eagle_config": {"norm_before_fc": False}},
+     r"at the top level but norm_before_fc=False in eagle_config"),
     ("eagle31", {"fc_norm": False}, r"fc_norm=False, but the tensors say fc_norm=true"),
     ("aux4", {"eagle_aux_hidden_state_layer_ids": [0, 1, 3]}, r"says 3 aux states, but fc.weight takes 256 = 4 x 64"),
     ("aux4", {"eagle_aux_hidden_state_layer_ids": None}, r"reads 4 aux states, but its config does not say which"),
-    ("base", {"num_aux_hidden_states": 4}, r"config num_aux_hidden_states says 4 aux states but config eagle_aux_hidden_state_layer_ids \(\[0, 1, 3\]\) names 3"),
+    ("base", {"num_aux_hidden_states": 4},
+     r"config num_aux_hidden_states says 4 aux states but config eagle_aux_hidden_state_layer_ids "
+     r"\(\[0, 1, 3\]\) names 3"),
     ("base", {"eagle_config": {"use_aux_hidden_state": False}}, r"use_aux_hidden_state=False but fc.weight is present"),
     ("qwen3", {"model_type": "llama"}, r"q_norm/k_norm \(a Qwen3 layer\) but config model_type='llama'"),
     ("base", {"model_type": "qwen3"}, r"model_type='qwen3' but the tensors have no q_norm/k_norm"),
-    ("base", {"use_aux_norm": True}, r"use_aux_norm \(SGLang's legacy name for fc_norm\)=True, but the tensors say fc_norm=false"),
-    ("base", {"eagle_config": {"use_input_layernorm_in_first_layer": False}}, r"neither vLLM 0.32 nor SGLang 0.5.23 reads"),
+    ("base", {"use_aux_norm": True},
+     r"use_aux_norm \(SGLang's legacy name for fc_norm\)=True, but the tensors say fc_norm=false"),
+    ("base", {"eagle_config": {"use_input_layernorm_in_first_layer": False}},
+     r"neither vLLM 0.32 nor SGLang 0.5.23 reads"),
 ])
 def test_config_that_disagrees_with_the_tensors_is_an_error_naming_both(built, tmp_path, variant, changes, message):
     root, _, _ = built
@@ -388,7 +398,8 @@ def test_bench_runs_each_variant_and_its_conversion_alike(built, name, tmp_path)
     eagle_convert.convert(str(root / name), target, tmp_path / "out", to="vllm")
     runs = [eagle_convert.bench(target, str(d), k=3, max_new_tokens=12, prompts=["t10 t11 t12", "t40 t7 t99"],
                                 baseline=False).to_dict() for d in (root / name, tmp_path / "out")]
-    source, converted = ({"acceptance": r["overall"]["acceptance"], "outputs": [p["output_token_ids"] for p in r["prompts"]]}
+    source, converted = ({"acceptance": r["overall"]["acceptance"],
+                          "outputs": [p["output_token_ids"] for p in r["prompts"]]}
                          for r in runs)
     assert source == converted
     assert runs[0]["settings"]["aux_layer_ids"] == list(VARIANTS[name].get("aux_ids", (0, 1, 3)) or [])

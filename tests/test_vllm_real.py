@@ -3,9 +3,10 @@
 vLLM 0.32 CPU with greedy fp32 speculative decoding on the 20 held-out prompts; vLLM's counters and tokens must equal
 `eagle-convert bench`'s on the raw release, prompt by prompt.
 
-Slow (two vLLM starts on a 135M target plus a bench: 6 min at load ~2, 18 min at load 6-8 on the 2-core machine), so it has its own target:
-`make test-vllm-real` builds the target and trains a short head when none is there. Without them this module skips
-with the reason (CI has neither): set EAGLE_REAL_TARGET / EAGLE3_REAL_HEAD or use the default .real/ folders.
+Slow (two vLLM starts on a 135M target plus a bench: 6 min at load ~2, 18 min at load 6-8 on the 2-core machine), so
+it has its own target: `make test-vllm-real` builds the target and trains a short head when none is there. Without
+them this module skips with the reason (CI has neither): set EAGLE_REAL_TARGET / EAGLE3_REAL_HEAD or use the default
+.real/ folders.
 
 Prompts: the first turn of each held-out prompt, rendered with the target's chat template (generation prompt added)
 and passed as token ids to both sides, so that both see exactly the same ids; vLLM (through engines/vllm_worker.py,

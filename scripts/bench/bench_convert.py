@@ -5,7 +5,8 @@ a real draft/target pair, each run as its own process on the same files with the
 
 Builds (once, reused while the parameters match) a target in WORKDIR/<shape>-s<scale>/target and an EAGLE-1 head in
 .../draft, then runs, per round: (a) eagle-convert, (b) the recipe, (c) the floor (after --warmup rounds that are
-not counted; the order rotates from round to round); compares (a) and (b) tensor by tensor; prints a markdown table (and --json). For every run: wall time, CPU time, peak RssAnon and VmHWM (sampled
+not counted; the order rotates from round to round); compares (a) and (b) tensor by tensor; prints a markdown table (and
+--json). For every run: wall time, CPU time, peak RssAnon and VmHWM (sampled
 every 10 ms from /proc/PID/status; wait4's ru_maxrss would include the forked parent's), bytes of the target's and
 the draft's files resident after the run (all their pages are evicted with POSIX_FADV_DONTNEED before it; counted
 with mincore), and the size of the output. The floor (c): read every byte of the draft's weight files and exactly
@@ -162,7 +163,8 @@ def write_safetensors(path: Path, tensors, dtype: str, filler: Filler, data=None
     order = sorted(tensors)  # safetensors' save_file orders same-dtype tensors by name
     header, off = {"__metadata__": {"format": "pt"}}, 0
     for name, shape in order:
-        header[name] = {"dtype": ST_CODE[dtype], "shape": list(shape), "data_offsets": [off, off + nbytes(shape, dtype)]}
+        header[name] = {"dtype": ST_CODE[dtype], "shape": list(shape),
+                        "data_offsets": [off, off + nbytes(shape, dtype)]}
         off += nbytes(shape, dtype)
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
@@ -532,7 +534,7 @@ def report(runs: dict[str, list[dict]], params: dict, lm_head: int, s: Shape, ar
     labels = {"convert": "(a) eagle-convert", "recipe": "(b) recipe", "floor": "(c) floor",
               "ranks": f"(d) eagle-convert, TP={args.ranks} rank files"}
     for k, m in med.items():
-        ratio = lambda base: f"{m['wall_s'] / base:.2f}" if base else "-"  # noqa: E731
+        ratio = lambda base, m=m: f"{m['wall_s'] / base:.2f}" if base else "-"  # noqa: E731
         print(f"| {labels[k]} | {m['wall_s']:.1f} ({m['best_s']:.1f}) | {m['cpu_s']:.1f} | {ratio(floor)} | "
               f"{ratio(recipe)} | {m['rss_anon'] / MB:.0f} | {m['vm_hwm'] / MB:.0f} | {m['target_read'] / MB:.1f} | "
               f"{m['draft_read'] / MB:.0f} | {m['written'] / MB:.0f} | {m['load']:.2f} |")

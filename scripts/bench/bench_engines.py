@@ -67,7 +67,8 @@ def main() -> None:
         o, block = data["overall"], data.get("engine") or {}
         start = (f"{block['start_time_s']:.1f} + {block['baseline_start_time_s']:.1f}" if block else "-")
         print(f"| {engine} | {wall:.1f} | {start} | {o['wall_time_s']:.1f} | {o['tokens_per_s']:.1f} | "
-              f"{o['baseline_tokens_per_s']:.1f} | {o['speedup']:.2f} | {o['acceptance']['mean_acceptance_length']:.3f} "
+              f"{o['baseline_tokens_per_s']:.1f} | {o['speedup']:.2f} | "
+              f"{o['acceptance']['mean_acceptance_length']:.3f} "
               f"| {o['acceptance']['drafts']} | {o['acceptance']['accepted']} | {data['lossless']['identical']} |")
     print("\n| prompt | ours drafts / accepted / histogram | vllm drafts / accepted / histogram | same tokens |")
     print("|---|---|---|---|")

@@ -5,8 +5,9 @@
    bookkeeping). Goal: < 10 % on CPU.
 2. Efficiency: on the same shape, built so that a head is always accepted (attention outputs and every MLP after the
    first are zero, so the target is a function of the current token at the full cost of its 30 layers; examples.py
-   explains the construction), measured speedup over plain decoding divided by the ideal speedup computed from the measured cost of
-   one decode step, one verify of k+1 tokens and the head's steps in a round (medians of the calls inside real runs):
+   explains the construction), measured speedup over plain decoding divided by the ideal speedup computed from the
+   measured cost of one decode step, one verify of k+1 tokens and the head's steps in a round (medians of the calls
+   inside real runs):
        ideal = (k+1) * t_decode / (t_verify(k+1) + t_head(k+1 rows) + (k-1) * t_head(1 row)).
 
 Usage: python scripts/bench/bench_runner.py [--device cpu|cuda] [--dtype float32|bfloat16] [-k 3] [--tokens 128]
@@ -168,14 +169,17 @@ def main() -> None:
         machine += f", {torch.cuda.get_device_name()}"
     command = "python scripts/bench/bench_runner.py " + " ".join(sys.argv[1:])
     rows = [
-        f"Command: `{command}` ({device.type}, {str(dtype).removeprefix('torch.')}, k={args.k}, {args.tokens} new tokens; "
-        f"{machine}; load average at start {open('/proc/loadavg').read().split()[0] if Path('/proc/loadavg').exists() else '?'})",
+        f"Command: `{command}` ({device.type}, {str(dtype).removeprefix('torch.')}, k={args.k}, "
+        f"{args.tokens} new tokens; "
+        f"{machine}; load average at start "
+        f"{open('/proc/loadavg').read().split()[0] if Path('/proc/loadavg').exists() else '?'})",
         "",
         "| measurement | value |",
         "|---|---|",
         f"| overhead: target {params / 1e6:.0f}M params (SmolLM2-135M shape), random head: wall / in forwards | "
         f"{over['wall_s']:.2f} s / {over['forward_s']:.2f} s over {over['rounds']} rounds |",
-        f"| **fraction of wall time outside target and head forwards** (goal < 10 %) | **{100 * over['outside_fraction']:.1f} %** |",
+        f"| **fraction of wall time outside target and head forwards** (goal < 10 %) | "
+        f"**{100 * over['outside_fraction']:.1f} %** |",
         f"| always-accepted head, same {params_eff / 1e6:.0f}M shape: spec / plain tok/s | "
         f"{eff['spec_tok_s']:.1f} / {eff['plain_tok_s']:.1f} |",
         f"| costs: decode step / verify of k+1 / head 1 row / head k+1 rows | {eff['t_decode_ms']:.2f} / "

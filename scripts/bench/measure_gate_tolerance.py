@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How far τ of a correct conversion moves from its raw head when the reference gate cannot be exact (bf16, or
-sampling), against how far the deliberate mistakes move it: the numbers behind `gates.tau_tolerance` (Z standard errors, at least
-MIN_TAU_TOLERANCE).
+sampling), against how far the deliberate mistakes move it: the numbers behind `gates.tau_tolerance` (Z standard
+errors, at least MIN_TAU_TOLERANCE).
 
 For each mode (fp32 greedy, bf16 greedy, fp32 and bf16 at temperature 1 over several seeds), every correct conversion
 of the tiny release pair (eagle_convert.testing.vllm_pairs: build_releases) and every deliberate mistake

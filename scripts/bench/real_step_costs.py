@@ -63,7 +63,9 @@ def main():
         first = head(ids[:, 1:P + 1], head.target_feature(out), range(P), from_target=True, last_logits_only=True)
         hidden = first.hidden[:, -1:]
         res[f"{name}_head_step_ms"] = median_ms(
-            lambda: head(ids[:, P:P + 1], hidden, [P], from_target=False, last_logits_only=True), a.reps)
+            lambda head=head, hidden=hidden: head(ids[:, P:P + 1], hidden, [P], from_target=False,
+                                                  last_logits_only=True),
+            a.reps)
         res[f"{name}_lm_head_rows"] = int(head.lm_head.shape[0])
     round_cost = {n: res["target_verify_ms"] + k * res[f"{n}_head_step_ms"] for n in heads}
     for item in a.tau:

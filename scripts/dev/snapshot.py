@@ -56,8 +56,8 @@ def golden_benches() -> dict[str, dict]:
     out = {}
     for pair in (GOLDEN / name for name in BENCH_PAIRS):
         for label, extra in (("chain-k3", ["-k", "3"]), ("tree-dynamic", ["--tree", "dynamic"])):
-            cmd = [sys.executable, "-m", "eagle_convert", "bench", "-t", str(pair / "target"), "-d", str(pair / "draft"),
-                   "--max-new-tokens", "16", "--threads", "1", "--json", *extra]
+            cmd = [sys.executable, "-m", "eagle_convert", "bench", "-t", str(pair / "target"),
+                   "-d", str(pair / "draft"), "--max-new-tokens", "16", "--threads", "1", "--json", *extra]
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             key = f"{pair.name}/{label}"
             out[key] = {"exit": proc.returncode,

@@ -75,8 +75,10 @@ def not_from_checkpoint(config: dict, params: dict, ckpt: dict, eagle3: bool) ->
     allowed = {}
     if not eagle3:
         allowed["lm_head.weight"] = "the server shares the target's LM head (eagle_worker_v2.py:378 set_embed_and_head)"
-    elif "embed_tokens.weight" not in ckpt and config.get("target_hidden_size", config["hidden_size"]) == config["hidden_size"]:
-        allowed["model.embed_tokens.weight"] = "the server shares the target's embedding (eagle_worker_v2.py:363 set_embed)"
+    elif ("embed_tokens.weight" not in ckpt
+          and config.get("target_hidden_size", config["hidden_size"]) == config["hidden_size"]):
+        allowed["model.embed_tokens.weight"] = (
+            "the server shares the target's embedding (eagle_worker_v2.py:363 set_embed)")
     for name in params:
         m = re.fullmatch(r"model\.layers\.([1-9]\d*)\.input_layernorm\.weight", name)
         if eagle3 and m:

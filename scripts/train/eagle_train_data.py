@@ -298,7 +298,8 @@ def teacher_forced_aux(target: BatchedTarget, samples: list[Sample], aux_layers:
 
 def add_data_args(ap: argparse.ArgumentParser):
     g = ap.add_argument_group("data")
-    g.add_argument("--num-conversations", type=int, default=4000, help="upper bound; the time budget usually stops first")
+    g.add_argument("--num-conversations", type=int, default=4000,
+                   help="upper bound; the time budget usually stops first")
     g.add_argument("--conversation-offset", type=int, default=0,
                    help="skip the first N prompt-set conversations (a second data shard)")
     g.add_argument("--extra-data", nargs="*", default=[], metavar="WORK",

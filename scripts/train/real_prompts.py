@@ -37,7 +37,8 @@ SUBJECTS_LIFE = [
     "meditation", "studying for exams", "job interviews", "working from home", "recycling", "traveling on a budget",
     "adopting a pet", "learning to swim", "playing chess", "learning the guitar", "painting", "hiking",
     "riding a bicycle", "writing a resume", "starting a small business", "volunteering", "moving to a new city",
-    "organizing a closet", "planning a birthday party", "baking bread", "taking photos", "camping", "running a marathon",
+    "organizing a closet", "planning a birthday party", "baking bread", "taking photos", "camping",
+    "running a marathon",
     "eating vegetables", "reducing stress", "waking up early", "learning to code", "teamwork", "giving feedback",
 ]
 SUBJECTS_HISTORY = [
@@ -61,7 +62,8 @@ EXPLAIN = [
     "Write a short paragraph about {s}.", "Tell me three interesting facts about {s}.", "Describe {s} in detail.",
     "What should everyone know about {s}?", "Summarize the key ideas behind {s}.",
     "Can you explain {s} step by step?", "List five key terms related to {s} and define each one.",
-    "Write a short quiz with three questions about {s}, with answers.", "What are the advantages and disadvantages of {s}?",
+    "Write a short quiz with three questions about {s}, with answers.",
+    "What are the advantages and disadvantages of {s}?",
 ]
 HOWTO = [
     "How do I get started with {s}?", "Give me some tips for {s}.", "What are the benefits of {s}?",
@@ -72,26 +74,32 @@ HOWTO = [
 WRITE = [
     "Write a short poem about {s}.", "Write a haiku about {s}.", "Write a short story about {s}.",
     "Write a limerick about {s}.", "Describe {s} using vivid imagery.", "Write a children's story about {s}.",
-    "Write a diary entry about {s}.", "Write a song verse about {s}.", "Write a short description of {s} for a travel brochure.",
+    "Write a diary entry about {s}.", "Write a song verse about {s}.",
+    "Write a short description of {s} for a travel brochure.",
     "Write the opening paragraph of a novel about {s}.", "Write a motivational message inspired by {s}.",
 ]
 COMPARE = [
-    "Compare {a} and {b}.", "What is the difference between {a} and {b}?", "Which is more interesting, {a} or {b}? Explain.",
+    "Compare {a} and {b}.", "What is the difference between {a} and {b}?",
+    "Which is more interesting, {a} or {b}? Explain.",
     "How are {a} and {b} similar?", "Write a short dialogue between two friends arguing about {a} versus {b}.",
 ]
 CODE_TASKS = [
     "reverses a string", "checks whether a number is prime", "computes the factorial of n",
     "returns the n-th Fibonacci number", "counts the vowels in a string", "finds the largest number in a list",
-    "removes duplicates from a list", "checks whether a word is a palindrome", "sorts a list of numbers with bubble sort",
+    "removes duplicates from a list", "checks whether a word is a palindrome",
+    "sorts a list of numbers with bubble sort",
     "converts Celsius to Fahrenheit", "merges two sorted lists", "counts how often each word appears in a text",
     "computes the average of a list", "flattens a nested list", "checks whether two strings are anagrams",
-    "finds the greatest common divisor of two numbers", "generates a multiplication table", "reads a file and prints its lines",
+    "finds the greatest common divisor of two numbers", "generates a multiplication table",
+    "reads a file and prints its lines",
     "returns the sum of the digits of a number", "implements binary search", "converts a decimal number to binary",
-    "capitalizes the first letter of each word", "finds the second largest element in a list", "validates an email address",
+    "capitalizes the first letter of each word", "finds the second largest element in a list",
+    "validates an email address",
 ]
 CODE = [
-    "Write a Python function that {t}.", "Write a JavaScript function that {t}.", "Show me Python code that {t}, with comments.",
-    "How would you write a function that {t}? Explain your code.", "Write a Python function that {t} and add a few tests.",
+    "Write a Python function that {t}.", "Write a JavaScript function that {t}.",
+    "Show me Python code that {t}, with comments.", "How would you write a function that {t}? Explain your code.",
+    "Write a Python function that {t} and add a few tests.",
     "Write a C function that {t}.",
 ]
 MATH = [

@@ -90,7 +90,7 @@ class Eagle1Head(nn.Module):
         outs, ks, vs = [], [], []
         rep = self.nh // self.nkv
         f_in = feats
-        for s in range(steps):
+        for _ in range(steps):
             x = self.fc(torch.cat([emb, f_in], -1))
             q = apply_rope(self.q_proj(x).view(B, T, self.nh, self.hd).transpose(1, 2), cos, sin)
             k = apply_rope(self.k_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2), cos, sin)
@@ -109,8 +109,10 @@ class Eagle1Head(nn.Module):
     def state_dict_safeailab(self) -> dict:
         d = {
             "embed_tokens.weight": self.embed, "fc.weight": self.fc.weight, "fc.bias": self.fc.bias,
-            "layers.0.self_attn.q_proj.weight": self.q_proj.weight, "layers.0.self_attn.k_proj.weight": self.k_proj.weight,
-            "layers.0.self_attn.v_proj.weight": self.v_proj.weight, "layers.0.self_attn.o_proj.weight": self.o_proj.weight,
+            "layers.0.self_attn.q_proj.weight": self.q_proj.weight,
+            "layers.0.self_attn.k_proj.weight": self.k_proj.weight,
+            "layers.0.self_attn.v_proj.weight": self.v_proj.weight,
+            "layers.0.self_attn.o_proj.weight": self.o_proj.weight,
             "layers.0.mlp.gate_proj.weight": self.gate_proj.weight, "layers.0.mlp.up_proj.weight": self.up_proj.weight,
             "layers.0.mlp.down_proj.weight": self.down_proj.weight,
             "layers.0.post_attention_layernorm.weight": self.post_norm,
@@ -459,8 +461,8 @@ def main():
     log(f"EVAL at init: top1 {m0['top1']:.3f} tau " + "/".join(f"{x:.2f}" for x in m0["tau"]))
     stats = train(head, samples, evals, args, curve)
     m = evaluate(head, evals)  # fp32, all held-out conversations
-    curve.append({"final_fp32": True, "minutes": stats["train_seconds"] / 60, "step": stats["steps"], "epoch": stats["epochs"],
-                  "rows_seen": stats["rows_seen"], **m})
+    curve.append({"final_fp32": True, "minutes": stats["train_seconds"] / 60, "step": stats["steps"],
+                  "epoch": stats["epochs"], "rows_seen": stats["rows_seen"], **m})
     log(f"EVAL final: top1 {m['top1']:.3f} tau " + "/".join(f"{x:.2f}" for x in m["tau"])
         + " bench-like tau " + "/".join(f"{x:.2f}" for x in m["bench_like_tau"])
         + " per-position " + "/".join(f"{x:.3f}" for x in m["per_position"]))

@@ -213,7 +213,8 @@ def run_action(inputs: dict[str, str], *, workspace: Path, action_path: Path, pa
             steps[sid] = StepRun(sid, ran=False)
             continue
         if "uses" in step:
-            steps[sid] = StepRun(sid, ran=True, with_={k: substitute(v, context) for k, v in step.get("with", {}).items()})
+            with_ = {k: substitute(v, context) for k, v in step.get("with", {}).items()}
+            steps[sid] = StepRun(sid, ran=True, with_=with_)
             continue
         assert step.get("shell") == "bash", f"step {sid}: shell must be bash"
         script = runner_dir / f"{sid}.sh"

@@ -4,4 +4,4 @@ tests and the gate tests."""
 from __future__ import annotations
 
 from eagle_convert.testing.vllm_pairs import RELEASE_PROMPTS as PROMPTS  # noqa: F401
-from eagle_convert.testing.vllm_pairs import build_releases
+from eagle_convert.testing.vllm_pairs import build_releases  # noqa: F401

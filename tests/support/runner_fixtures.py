@@ -30,7 +30,8 @@ def read_target_dir(path: Path) -> tuple[dict, dict[str, torch.Tensor]]:
     """config and all tensors of an HF folder: one model.safetensors or shards listed by the index."""
     config = json.loads((path / "config.json").read_text())
     index = path / "model.safetensors.index.json"
-    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.exists() else ["model.safetensors"]
+    files = (sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.exists()
+             else ["model.safetensors"])
     tensors = {}
     for file in files:
         with safe_open(path / file, framework="pt") as f:
@@ -150,7 +151,8 @@ def random_head_weights(spec: DraftSpec, seed: int) -> dict[str, torch.Tensor]:
     def w(*shape):
         return torch.randn(*shape, generator=g) * shape[-1] ** -0.5
 
-    out = {"layers.0.self_attn.q_proj.weight": w(q_dim, attn_in), "layers.0.self_attn.k_proj.weight": w(kv_dim, attn_in),
+    out = {"layers.0.self_attn.q_proj.weight": w(q_dim, attn_in),
+           "layers.0.self_attn.k_proj.weight": w(kv_dim, attn_in),
            "layers.0.self_attn.v_proj.weight": w(kv_dim, attn_in), "layers.0.self_attn.o_proj.weight": w(h, q_dim),
            "layers.0.mlp.gate_proj.weight": w(inter, h), "layers.0.mlp.up_proj.weight": w(inter, h),
            "layers.0.mlp.down_proj.weight": w(h, inter), "layers.0.post_attention_layernorm.weight": torch.ones(h)}
@@ -196,7 +198,8 @@ def agreeing_eagle1_head(config: dict, target_weights: dict, seed: int) -> tuple
     h = config["hidden_size"]
     weights["fc.weight"] = torch.cat([torch.eye(h), torch.zeros(h, h)], dim=1)
     weights["layers.0.self_attn.o_proj.weight"].zero_()
-    for name in ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "post_attention_layernorm.weight"):
+    for name in ("mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                 "post_attention_layernorm.weight"):
         weights[f"layers.0.{name}"] = target_weights[f"model.layers.0.{name}"].clone()
     return spec, weights
 

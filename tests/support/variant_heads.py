@@ -63,8 +63,10 @@ def variant_tensors(cfg: TinyConfig, *, draft_hidden: int, aux_ids, norm_before_
     for layer in range(layers):
         p, width = f"layers.{layer}.", 2 * h if layer == 0 else h
         out.update({
-            p + "self_attn.q_proj.weight": _rand(g, heads * hd, width), p + "self_attn.k_proj.weight": _rand(g, kv_heads * hd, width),
-            p + "self_attn.v_proj.weight": _rand(g, kv_heads * hd, width), p + "self_attn.o_proj.weight": _rand(g, h, heads * hd),
+            p + "self_attn.q_proj.weight": _rand(g, heads * hd, width),
+            p + "self_attn.k_proj.weight": _rand(g, kv_heads * hd, width),
+            p + "self_attn.v_proj.weight": _rand(g, kv_heads * hd, width),
+            p + "self_attn.o_proj.weight": _rand(g, h, heads * hd),
             p + "mlp.gate_proj.weight": _rand(g, i, h), p + "mlp.up_proj.weight": _rand(g, i, h),
             p + "mlp.down_proj.weight": _rand(g, h, i), p + "input_layernorm.weight": _norm(g, h),
             p + "post_attention_layernorm.weight": _norm(g, h),
@@ -141,7 +143,8 @@ def make_variant_head(folder: Path, *, aux_ids=(0, 1, 3), norm_before_fc=False, 
             if key in config:
                 nested_cfg[key] = config.pop(key)
         if "eagle_aux_hidden_state_layer_ids" in config:
-            nested_cfg["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in config.pop("eagle_aux_hidden_state_layer_ids")]
+            layer_ids = config.pop("eagle_aux_hidden_state_layer_ids")
+            nested_cfg["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in layer_ids]
     elif exporter == "modelopt-export":
         saved = {k: v for k, v in tensors.items() if k != "t2d"}  # hf_spec_export.py keeps d2t, not t2d
         config = modelopt_export_config(config, modelopt_keys or {})

@@ -1,5 +1,6 @@
 """The mutations of the input fuzzer (eagle_convert.testing.fuzz): each takes a random generator and the copied
-inputs of one conversion, damages one file in place, and says what it did and which source tensors it may have changed (for the oracle)."""
+inputs of one conversion, damages one file in place, and says what it did and which source tensors it may have
+changed (for the oracle)."""
 
 from __future__ import annotations
 

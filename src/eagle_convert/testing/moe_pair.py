@@ -18,7 +18,15 @@ import torch
 from safetensors.torch import save_file
 
 from eagle_convert.testing.vllm_pairs import (
-    HEAD_DIM, HEADS, HIDDEN, KV_HEADS, RELEASE_PROMPTS, RMS_EPS, _eagle3_tensors, _llama_fields, fill_weights,
+    HEAD_DIM,
+    HEADS,
+    HIDDEN,
+    KV_HEADS,
+    RELEASE_PROMPTS,
+    RMS_EPS,
+    _eagle3_tensors,
+    _llama_fields,
+    fill_weights,
 )
 
 EXPERTS, TOP_K, MOE_INTERMEDIATE, LAYERS, VOCAB = 4, 2, 64, 4, 256
@@ -55,5 +63,6 @@ def build_moe_release(root: Path, *, successor: float = 1.4, seed: int = 0) -> d
     save_file(e3, root / "eagle3-release" / "model.safetensors", metadata={"format": "pt"})
     (root / "eagle3-release" / "config.json").write_text(json.dumps(cfg, indent=2))
     prompts = root / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"id": i, "prompt_ids": ids}) + "\n" for i, ids in enumerate(RELEASE_PROMPTS)))
+    prompts.write_text("".join(json.dumps({"id": i, "prompt_ids": ids}) + "\n"
+                               for i, ids in enumerate(RELEASE_PROMPTS)))
     return {"root": root, "target": root / "target", "eagle3": root / "eagle3-release", "prompts": prompts}
