@@ -97,11 +97,12 @@ stress-suite: $(BIN)/eagle-convert
 	bash scripts/stress/stress_suite.sh $(or $(SUITE_N),10)
 
 # The input fuzzer (slow; not in CI, which runs a short seeded one in tests/test_fuzz.py): FUZZ_N damaged inputs
-# (headers, data, NaN/Inf, pickles, JSON, files), each refused cleanly or converted faithfully (scripts/fuzz/fuzz_convert.py).
+# (headers, data, NaN/Inf, pickles, JSON, files), each refused cleanly or converted faithfully (tests/support/fuzz.py).
+# FUZZ_ONLY=N replays run N of FUZZ_SEED.
 FUZZ_N ?= 1000
 FUZZ_SEED ?= 0
 fuzz: $(BIN)/eagle-convert
-	$(BIN)/python scripts/fuzz/fuzz_convert.py --runs $(FUZZ_N) --seed $(FUZZ_SEED)
+	FUZZ_N=$(FUZZ_N) FUZZ_SEED=$(FUZZ_SEED) FUZZ_ONLY=$(FUZZ_ONLY) $(BIN)/python -m pytest -q -s -m fuzz -p no:cacheprovider tests/test_fuzz.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) build *.egg-info src/*.egg-info

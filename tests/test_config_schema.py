@@ -41,7 +41,7 @@ def refused(draft, target, out, match, **kwargs) -> errors.CorruptCheckpointErro
     return info.value
 
 
-# The fuzzer's reproducers (scripts/fuzz/fuzz_convert.py --seed S --only N), then the same class in other places.
+# The fuzzer's reproducers (`make fuzz FUZZ_SEED=S FUZZ_ONLY=N`), then the same class in other places.
 @pytest.mark.parametrize("head, side, key, value, kwargs, match", [
     (EAGLE1, "target", "vocab_size", "F32", FOLD,  # --seed 2 --only 23 (target.py _sizes)
      r"vocab_size is a JSON string \('F32'\), expected an integer\."),

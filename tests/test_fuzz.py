@@ -1,12 +1,13 @@
-"""A short seeded run of the input fuzzer (eagle_convert.testing.fuzz; `make fuzz` runs 1000 through
-scripts/fuzz/fuzz_convert.py): every damaged input is refused cleanly or converted faithfully; and the fuzzer does
+"""A short seeded run of the input fuzzer (support/fuzz.py; `make fuzz` runs the long one, marker `fuzz`): every
+damaged input is refused cleanly or converted faithfully; and the fuzzer does
 catch a converter that trusts a bad header."""
 
 from __future__ import annotations
 
-import pytest
+import os
 
-from eagle_convert.testing import fuzz as fuzz_convert
+import pytest
+from support import fuzz as fuzz_convert
 
 
 def test_a_short_fuzz_run_finds_nothing(tmp_path):
@@ -32,3 +33,16 @@ def test_the_wrong_typed_config_reproducers_are_refused_cleanly(tmp_path, seed, 
     summary = fuzz_convert.fuzz(1, seed=seed, workdir=tmp_path, only=run, echo=lines.append)
     assert summary["failures"] == [] and summary["refused"] == 1, lines
     assert "config.json" in lines[0]
+
+
+@pytest.mark.fuzz
+def test_the_long_fuzz_run_finds_nothing(tmp_path):
+    """`make fuzz`: FUZZ_N runs from FUZZ_SEED (1000 from 0), or the one run FUZZ_ONLY replays; every failure named
+    with the values that replay it."""
+    only = int(os.environ["FUZZ_ONLY"]) if os.environ.get("FUZZ_ONLY") else None
+    summary = fuzz_convert.fuzz(int(os.environ.get("FUZZ_N", "1000")), seed=int(os.environ.get("FUZZ_SEED", "0")),
+                                workdir=tmp_path, only=only)
+    print(f"{summary['runs']} runs in {summary['seconds']} s: {summary['refused']} refused, "
+          f"{summary['converted']} converted faithfully, {len(summary['failures'])} failed")
+    assert summary["failures"] == []
+

@@ -1,11 +1,11 @@
 """Fuzz `eagle-convert convert` with damaged inputs: every run must refuse cleanly or convert faithfully.
 
-    python scripts/fuzz/fuzz_convert.py [--runs 1000] [--seed 0] [--only RUN] [--workdir DIR] [--keep]
+    make fuzz [FUZZ_N=1000] [FUZZ_SEED=0] [FUZZ_ONLY=RUN]     (tests/test_fuzz.py, marker `fuzz`)
 
 Builds tiny checkpoints (src/eagle_convert/testing/tiny.py: a sharded safetensors target, an EAGLE-1 `.bin` head with
 an fc bias, an EAGLE-3 safetensors head) and three conversions of them (EAGLE-3 -> vllm, EAGLE-1 -> vllm-v0,
 EAGLE-1 -> vllm with --fc-bias fold), converts each once as a reference, then per run copies one conversion's
-inputs, damages one file (eagle_convert.testing.fuzz_mutations: safetensors headers, entries, lengths, nesting,
+inputs, damages one file (support/fuzz_mutations.py: safetensors headers, entries, lengths, nesting,
 metadata, data bits, NaN/Inf, truncation; pickles; config and index JSON; missing and extra files) and runs the
 CLI in this process (click's CliRunner), with --allow-nonfinite on some runs. A run passes when either
 - it is refused: exit 1, one paragraph on stderr starting "error: " (no traceback), no output folder, no staging
@@ -35,8 +35,8 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 
 from eagle_convert.cli.main import main as cli
-from eagle_convert.testing.fuzz_mutations import Mutation, mutate
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
+from support.fuzz_mutations import Mutation, mutate
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The mutations of the input fuzzer (eagle_convert.testing.fuzz): each takes a random generator and the copied
+"""The mutations of the input fuzzer (support/fuzz.py): each takes a random generator and the copied
 inputs of one conversion, damages one file in place, and says what it did and which source tensors it may have
 changed (for the oracle)."""
 
