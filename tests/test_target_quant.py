@@ -326,3 +326,23 @@ def test_fp8_dequantized_past_the_output_dtype_is_refused_and_nan_codes_follow_t
                                    allow_nonfinite=True)
     head = load_file(tmp_path / "out" / "model.safetensors")[HEAD]
     assert result.nonfinite == {HEAD: 1} and head[5, 7].isnan() and int(head.isnan().sum()) == 1
+
+
+def test_a_quantized_target_embedding_is_said_not_compared():
+    """A draft's own embedding cannot be compared row by row with FP8 codes: the check says it did not compare (a
+    note; SGLang's rule then cannot refuse a difference), instead of returning nothing, which skipped it in silence."""
+    from types import SimpleNamespace
+
+    from eagle_convert.checkpoint.index import TensorRef
+    from eagle_convert.conversion.checks import compare_embeddings
+    from eagle_convert.targets.quant import StoredWeight
+
+    ref = TensorRef("model.embed_tokens.weight", "model.safetensors", torch.float8_e4m3fn, (8, 4), 0)
+    scale = TensorRef("model.embed_tokens.weight_scale", "model.safetensors", torch.float32, (), 32)
+    target = SimpleNamespace(embed_name=ref.name, checkpoint=SimpleNamespace(has=lambda n: True,
+                                                                           file_of=lambda n: ref.file),
+                             embedding_weight=lambda: StoredWeight(ref, scale, "per-tensor"))
+    head = SimpleNamespace(tensors={"embed_tokens.weight": ref})
+    check = compare_embeddings(head, target, plan=None, always=True)
+    assert check["equal"] is None and check["rows_compared"] == 0
+    assert "not compared" in check["message"] and "quantized (per-tensor)" in check["message"]

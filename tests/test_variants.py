@@ -344,7 +344,8 @@ def test_sglang_refuses_a_draft_embedding_it_would_replace(built, tmp_path):
     embedding differs is refused for --to sglang (rows sampled and compared), kept for --to vllm."""
     root, targets, _ = built
     from safetensors.torch import load_file, save_file
-    for name, embed in (("own", torch.randn(256, 64)), ("copy", targets["narrow"]["model.embed_tokens.weight"])):
+    own = torch.randn(256, 64, generator=torch.Generator().manual_seed(12345))  # seeded: never depends on test order
+    for name, embed in (("own", own), ("copy", targets["narrow"]["model.embed_tokens.weight"])):
         head = tmp_path / name
         head.mkdir()
         tensors = load_file(root / "base" / "model.safetensors")
@@ -370,7 +371,7 @@ def test_dry_run_says_it_will_check_an_embedding_sglang_would_replace(built, tmp
     head = tmp_path / "own"
     head.mkdir()
     tensors = load_file(root / "base" / "model.safetensors")
-    tensors["embed_tokens.weight"] = torch.randn(256, 64)
+    tensors["embed_tokens.weight"] = torch.randn(256, 64, generator=torch.Generator().manual_seed(12345))
     save_file(tensors, head / "model.safetensors")
     (head / "config.json").write_text((root / "base" / "config.json").read_text())
     args = ["convert", str(head), "-t", str(root / "target"), "--dry-run"]

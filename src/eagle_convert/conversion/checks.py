@@ -70,8 +70,10 @@ def compare_embeddings(head: DraftHead, target: TargetInfo, plan: Plan, always: 
                 "message": f"the draft's embed_tokens was not compared with the target's: it is in {embed_file}, which "
                            "the conversion does not otherwise read (pass --check-embedding to compare)"}
     stored = target.embedding_weight()
-    if stored.quantized:  # codes, not values: the draft's copy cannot be compared row by row
-        return None
+    if stored.quantized:  # codes, not values: the draft's copy cannot be compared row by row, and the result says so
+        return {"rows_compared": 0, "max_abs_diff": None, "equal": None,
+                "message": f"the draft's embed_tokens was not compared with the target's: the target stores "
+                           f"{target.embed_name} quantized ({stored.scheme}), as codes, not values"}
     tref = stored.ref
     if tref.shape != ref.shape:
         return {"rows_compared": 0, "max_abs_diff": None, "equal": False,
