@@ -210,3 +210,36 @@ def test_a_signal_delivered_to_another_thread_wakes_the_waiting_main_thread():
     finally:
         failsafe.cancel()
         sender.join()
+
+
+def test_a_signal_while_the_writers_start_stops_the_ones_running(tmp_path, monkeypatch):
+    """The signal lands while tensors are still being handed to the writers (one already paused mid-write): the
+    writers that run must be told to stop, or leaving the pool waits for them to finish (here: a 120 s pause; in a
+    real run, the rest of the tensor). Seen once in a stress run: SIGHUP printed its line, then hung."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from eagle_convert.io.write import OutTensor, write_safetensors
+
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv(interrupts.TEST_PAUSE, f"write:{gate}")
+    submit, handed = ThreadPoolExecutor.submit, []
+
+    def signal_on_the_second(pool, fn, *args, **kwargs):
+        if pool._thread_name_prefix.startswith("eagle-convert-write") and handed:
+            deadline = time.monotonic() + WAIT_S
+            while not (gate / "write.ready").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)  # the first writer is paused mid-write: now the signal lands
+            raise interrupts.Interrupted(signal.SIGTERM)
+        handed.append(fn)
+        return submit(pool, fn, *args, **kwargs)
+
+    monkeypatch.setattr(ThreadPoolExecutor, "submit", signal_on_the_second)
+    tensors = [OutTensor(f"t{i}", torch.float32, (4, 4)) for i in range(3)]
+    started = time.monotonic()
+    with pytest.raises(interrupts.Interrupted):
+        write_safetensors(tmp_path / "x.safetensors", tensors, lambda t: torch.zeros(t.shape))
+    assert (gate / "write.ready").exists()
+    assert time.monotonic() - started < WAIT_S / 4  # the paused writer stopped; it would otherwise wait 120 s

@@ -119,8 +119,10 @@ def write_safetensors(path: Path, tensors: list[OutTensor], produce: Callable[[O
         # (writeback throttling), and a writer that waited there would stop casting and copying too.
         with _torch_threads(1), ThreadPoolExecutor(1, thread_name_prefix="eagle-convert-flush") as flusher, \
                 ThreadPoolExecutor(writers, thread_name_prefix="eagle-convert-write") as pool:
-            jobs = [pool.submit(write_one, t, offset) for t, offset in zip(tensors, offsets)]
-            try:
+            jobs = []
+            try:  # submitting is inside: a signal that lands while writers already run must stop them too
+                for t, offset in zip(tensors, offsets):
+                    jobs.append(pool.submit(write_one, t, offset))
                 for job in jobs:
                     interrupts.wait_for(job)
             except BaseException:
