@@ -35,7 +35,7 @@ def check_out_path(out: Path, inputs: list[InputRef], force: bool) -> None:
         raise OutputPathError(f"{out} already exists.", "Pass --force to replace it, or choose another -o folder.")
 
 
-def _check_vocab_map(head: DraftHead) -> None:
+def check_head_vocab_map(head: DraftHead) -> None:
     d2t = head.tensors.get("d2t")
     t2d = head.tensors.get("t2d")
     ckpt = head.checkpoint

@@ -14,9 +14,9 @@ from ..io.staging import remove_stale_staging
 from ..io.units import parse_size
 from ..layouts import get_layout
 from ..targets.read import read_target
-from .checks import EMBED_SAMPLE_ROWS, _check_vocab_map, check_out_path, compare_embeddings, compares_embeddings
+from .checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, check_out_path, compare_embeddings, compares_embeddings
 from .derive import FoldReport
-from .execute import _execute
+from .execute import execute_plan
 from .fetch import fetch_plan
 from .plan import Plan, build_plan
 from .prefetch import end_reads
@@ -105,7 +105,7 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
                       verifier=absolute_if_local(verifier) if verifier else None, target_label=target_in.serve_name,
                       out_label=str(Path(out).resolve()) if out else "OUT",
                       num_speculative_tokens=num_speculative_tokens)
-    _check_vocab_map(head)
+    check_head_vocab_map(head)
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None,
                               lm_head_from=weights_in)
     rule = get_layout(to).embedding_rule(head.spec, frozenset(head.tensors))
@@ -124,6 +124,6 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
                                               "sampled rows")
         raise UnsupportedConversionError(rule.refusal.format(difference=difference), rule.hint)
     result.notes += remove_stale_staging(Path(out))
-    _execute(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,
+    execute_plan(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,
              allow_nonfinite)
     return result

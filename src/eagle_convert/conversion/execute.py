@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # converter.py imports this module
     from .converter import ConversionResult
 
 
-def _execute(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: bool, max_shard: int,
+def execute_plan(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: bool, max_shard: int,
              result: ConversionResult, progress: bool, allow_nonfinite: bool = False) -> None:
     checkpoints = {"draft": head.checkpoint, "target": target.checkpoint}
     by_name = {t.name: t for t in plan.tensors}
@@ -118,7 +118,7 @@ def _how(planned: PlannedTensor) -> str:
 def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result: ConversionResult):
     """The tensor to write (in its source dtype when only a cast is left: the writer casts it chunk by chunk) and the
     provenance of what was read for it: sha256 of the bytes read (never whole files), as a Digest computed on another
-    core while the tensor is written; `_execute` waits for it."""
+    core while the tensor is written; `execute_plan` waits for it."""
     if planned.derive == ZEROS:
         return torch.zeros(planned.shape, dtype=planned.dtype), []
     values, sources = [], []

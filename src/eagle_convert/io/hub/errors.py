@@ -1,5 +1,5 @@
 """The Hub's failures as typed, one-paragraph errors: the HubError classes, and the mapping from huggingface_hub /
-transport exceptions to them (`_hub_errors`)."""
+transport exceptions to them (`hub_errors`)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class RemoteSizeMismatchError(HubError):
 
 
 @contextlib.contextmanager
-def _hub_errors(repo_id: str, revision: str, what: str, *, offline: bool):
+def hub_errors(repo_id: str, revision: str, what: str, *, offline: bool):
     """Turn huggingface_hub / transport exceptions into our typed, one-paragraph errors."""
     where = f"{repo_id}@{revision}"
     try:

@@ -26,8 +26,8 @@ from huggingface_hub import constants, hf_hub_url
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
 
 from ..source import LocalSource
-from .errors import HubNetworkError, OfflineCacheMissError, RemoteSizeMismatchError, _hub_errors
-from .repos import RepoRef, _bar_class, _check_file, _repo_folder, cache_root, cached_file, download
+from .errors import HubNetworkError, OfflineCacheMissError, RemoteSizeMismatchError, hub_errors
+from .repos import RepoRef, bar_class, cache_root, cached_file, check_file, download, repo_folder
 
 
 def range_cache_path(ref: RepoRef, path: str, key: str) -> Path:
@@ -38,7 +38,7 @@ def range_cache_path(ref: RepoRef, path: str, key: str) -> Path:
         name = "%2E" + name[1:]
     if len(name) > 200:
         name = hashlib.sha256(key.encode()).hexdigest() + ".key"
-    return cache_root() / "ranges" / _repo_folder(ref.repo_id) / ref.commit_sha / path / name
+    return cache_root() / "ranges" / repo_folder(ref.repo_id) / ref.commit_sha / path / name
 
 
 def is_cached(ref: RepoRef, path: str, length: int, *, key: str) -> bool:
@@ -109,7 +109,7 @@ def read_range(ref: RepoRef, path: str, offset: int, length: int, *, key: str | 
     """Bytes [offset, offset + length) of `path`: from the range cache, else from the whole file if it is cached,
     else one ranged GET (stored atomically under `key`, default "@offset+length"). Offline: caches only.
     A server that ignores Range gets the whole file downloaded (hf_hub_download) instead."""
-    size = _check_file(ref, path)
+    size = check_file(ref, path)
     if offset < 0 or length < 0 or offset + length > size:
         raise RemoteSizeMismatchError(
             f"{ref.repo_id}/{path} has {size} bytes; bytes {offset}..{offset + length} were asked.",
@@ -131,9 +131,9 @@ def read_range(ref: RepoRef, path: str, offset: int, length: int, *, key: str | 
     tmp = entry.with_name(f".{entry.name}.{uuid.uuid4().hex[:8]}.tmp")
     desc = f"{path}:{key}" if key else path
     try:
-        with open(tmp, "wb") as out, _bar_class(quiet)(total=length, desc=desc[-60:], unit="B", unit_scale=True,
+        with open(tmp, "wb") as out, bar_class(quiet)(total=length, desc=desc[-60:], unit="B", unit_scale=True,
                                                         unit_divisor=1024, leave=False) as bar:
-            with _hub_errors(ref.repo_id, ref.revision, path, offline=False):
+            with hub_errors(ref.repo_id, ref.revision, path, offline=False):
                 _fetch_range(ref, path, offset, length, out, bar)
         os.replace(tmp, entry)
     except _RangesIgnored:

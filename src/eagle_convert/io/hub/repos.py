@@ -19,7 +19,7 @@ from huggingface_hub import HfApi, constants, hf_hub_download, try_to_load_from_
 from huggingface_hub.utils import are_progress_bars_disabled
 
 from ...errors import HubError
-from .errors import HubNetworkError, OfflineCacheMissError, RemoteFileNotFoundError, _hub_errors
+from .errors import HubNetworkError, OfflineCacheMissError, RemoteFileNotFoundError, hub_errors
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
@@ -44,12 +44,12 @@ def cache_root() -> Path:
     return Path(constants.HF_HOME) / "eagle-convert"
 
 
-def _repo_folder(repo_id: str) -> str:
+def repo_folder(repo_id: str) -> str:
     return "models--" + repo_id.replace("/", "--")
 
 
 def _listing_paths(repo_id: str, revision: str, sha: str | None) -> tuple[Path, Path | None]:
-    base = cache_root() / "repos" / _repo_folder(repo_id)
+    base = cache_root() / "repos" / repo_folder(repo_id)
     return base / "refs" / quote(revision, safe=""), (base / "trees" / f"{sha}.json") if sha else None
 
 
@@ -74,7 +74,7 @@ def _cached_listing(repo_id: str, revision: str) -> tuple[str, dict[str, int]] |
 
 def _hf_cache_listing(repo_id: str, revision: str) -> tuple[str, dict[str, int]] | None:
     """What huggingface_hub's own cache holds of this revision (e.g. after `hf download`): the files present."""
-    storage = Path(constants.HF_HUB_CACHE) / _repo_folder(repo_id)
+    storage = Path(constants.HF_HUB_CACHE) / repo_folder(repo_id)
     ref_path = storage / "refs" / revision
     sha = revision if SHA_RE.match(revision) else (ref_path.read_text().strip() if ref_path.is_file() else None)
     snapshot = storage / "snapshots" / sha if sha else None
@@ -91,7 +91,7 @@ def resolve_repo(repo_id: str, revision: str | None = None, token: str | None = 
     offline = is_offline(offline)
     if not offline:
         try:
-            with _hub_errors(repo_id, revision, "the file listing", offline=False):
+            with hub_errors(repo_id, revision, "the file listing", offline=False):
                 info = HfApi().model_info(repo_id, revision=revision, files_metadata=True, token=token)
         except HubNetworkError:
             cached = _cached_listing(repo_id, revision)
@@ -111,8 +111,8 @@ def resolve_repo(repo_id: str, revision: str | None = None, token: str | None = 
     if cached is None:
         raise OfflineCacheMissError(
             f"Offline mode: {repo_id}@{revision} is not in the cache (nothing under "
-            f"{cache_root() / 'repos' / _repo_folder(repo_id)} or "
-            f"{Path(constants.HF_HUB_CACHE) / _repo_folder(repo_id)}).",
+            f"{cache_root() / 'repos' / repo_folder(repo_id)} or "
+            f"{Path(constants.HF_HUB_CACHE) / repo_folder(repo_id)}).",
             "Run once online (without --offline and HF_HUB_OFFLINE=1) to fill the cache.")
     return RepoRef(repo_id, revision, cached[0], cached[1], token, offline=True, from_cache=True)
 
@@ -122,7 +122,7 @@ def bars_off(quiet: bool = False) -> bool:
     return quiet or not sys.stderr.isatty() or are_progress_bars_disabled()
 
 
-def _bar_class(quiet: bool) -> type[tqdm.tqdm]:
+def bar_class(quiet: bool) -> type[tqdm.tqdm]:
     off = bars_off(quiet)
 
     class Bar(tqdm.tqdm):  # a plain tqdm: huggingface_hub then leaves `disable` to us
@@ -134,7 +134,7 @@ def _bar_class(quiet: bool) -> type[tqdm.tqdm]:
 
 
 # ---- whole files ----------------------------------------------------------------------------------------------------
-def _check_file(ref: RepoRef, path: str) -> int:
+def check_file(ref: RepoRef, path: str) -> int:
     if path not in ref.files:
         raise RemoteFileNotFoundError(f"{path} is not in {ref.repo_id}@{ref.revision} (commit {ref.commit_sha[:12]}).",
                                       "Check the repo id and revision.")
@@ -150,14 +150,14 @@ def cached_file(ref: RepoRef, path: str) -> Path | None:
 def download(ref: RepoRef, path: str, *, quiet: bool = False) -> Path:
     """The whole file, through hf_hub_download into the standard cache, pinned to the commit: once it is cached,
     no request at all."""
-    _check_file(ref, path)
-    with _hub_errors(ref.repo_id, ref.revision, path, offline=ref.offline):
+    check_file(ref, path)
+    with hub_errors(ref.repo_id, ref.revision, path, offline=ref.offline):
         return Path(hf_hub_download(ref.repo_id, path, revision=ref.commit_sha, token=ref.token,
-                                    local_files_only=ref.offline, tqdm_class=_bar_class(quiet)))
+                                    local_files_only=ref.offline, tqdm_class=bar_class(quiet)))
 
 
 def cache_folders(ref: RepoRef) -> list[Path]:
     """Where this repo's files live on disk: huggingface_hub's cache folder (snapshots are symlinks into its blobs/)
     and our listing and range caches. An output folder must stay out of all of them (conversion/checks.py)."""
-    folder = _repo_folder(ref.repo_id)
+    folder = repo_folder(ref.repo_id)
     return [Path(constants.HF_HUB_CACHE) / folder, cache_root() / "repos" / folder, cache_root() / "ranges" / folder]

@@ -7,7 +7,7 @@ from pathlib import Path
 from .. import source as source_module
 from ..source import LocalSource
 from .ranges import is_cached, read_range
-from .repos import RepoRef, _check_file, cached_file, download, resolve_repo
+from .repos import RepoRef, cached_file, check_file, download, resolve_repo
 
 
 def read_safetensors_header(ref: RepoRef, path: str, *, quiet: bool = False) -> tuple[dict, int]:
@@ -31,7 +31,7 @@ class HubSource:
         return rel in self.ref.files
 
     def size(self, rel: str) -> int:
-        return _check_file(self.ref, rel)
+        return check_file(self.ref, rel)
 
     def local_path(self, rel: str) -> Path:
         fetch = cached_file(self.ref, rel) is None
