@@ -255,8 +255,19 @@ def _human_target(t: dict) -> list[str]:
                          + (" (tied to the embedding)" if e.get("tied") else ""))
     if t.get("found_by"):
         lines.append(f"found by: {t['found_by']}")
+    lines.append(_human_mtp(t["mtp"]))
     lines.append(f"bench runner: {t['bench']}")
     return lines
+
+
+def _human_mtp(m: dict) -> str:
+    if not m["found"]:
+        return f"mtp layers: none ({m['why']})"
+    dtypes = ", ".join(f"{n} {d}" for d, n in m["dtypes"].items())
+    return (f"mtp layers: {m['layers']} ({m['title']}, {m['count_key']}), {m['tensors']} tensors ({dtypes}), "
+            f"{m['bytes']:,} bytes in {', '.join(m['files'])}; fusion input {m['concat']}"
+            + (f"; carries {', '.join(m['copies'])}" if m["copies"] else "")
+            + "".join(f"; note: {n}" for n in m["notes"]) + " (convert --mtp extracts them)")
 
 
 def _human_ranks(ranks: dict) -> list[str]:

@@ -57,17 +57,8 @@ class MtpResult:
 
     def to_dict(self) -> dict:
         return {"ok": True, "dry_run": self.out is None, "out": str(self.out) if self.out else None,
-                "target": self.target.to_dict(), "mtp": describe_layers(self.layers), "files": self.files,
+                "target": self.target.to_dict(), "mtp": self.layers.to_dict(), "files": self.files,
                 "notes": self.notes, **self.plan.to_dict()}
-
-
-def describe_layers(layers: MtpLayers) -> dict:
-    """The MTP layers as inspect and convert report them."""
-    return {"family": layers.family.name, "title": layers.family.title, "layers": layers.count,
-            "count_key": layers.count_key, "tensors": len(layers.refs), "bytes": layers.nbytes,
-            "dtypes": layers.dtypes(), "files": layers.files(), "concat": layers.family.concat,
-            "copies": list(layers.copies), "fp8_block": list(layers.block) if layers.block else None,
-            "notes": list(layers.notes)}
 
 
 def extract_mtp(target: str, out: str | Path | None = None, settings: MtpSettings = MtpSettings()) -> MtpResult:
@@ -134,7 +125,7 @@ def write_extraction(result: MtpResult, out: Path, settings: MtpSettings) -> Non
         _copy_side_files(ckpt.source, staging)
         result.provenance = {
             "tool": "eagle-convert", "version": __version__, "layout": f"mtp-{plan.layout}",
-            "inputs": {"target": result.target.to_dict()}, "mtp": describe_layers(result.layers),
+            "inputs": {"target": result.target.to_dict()}, "mtp": result.layers.to_dict(),
             "dropped": plan.dropped, "notes": result.notes,
             "tensors": {t.name: provenance[t.name] for t in plan.tensors}}
         write_json(staging / "eagle_convert.json", result.provenance)

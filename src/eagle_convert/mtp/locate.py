@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..checkpoint.index import Checkpoint, TensorRef, parse_safetensors_header
-from ..errors import LayoutError, MissingTensorError, UnsupportedConversionError
+from ..errors import EagleConvertError, LayoutError, MissingTensorError, UnsupportedConversionError
 from ..targets.quant import FP8_DTYPES, PACKED_SUFFIXES, block_size_of
 from .families import DSPARK_MODEL_TYPES, DSPARK_NAMES, PROMISE_KEYS, MtpFamily, family_for, family_names, text_config
 from .signature import config_int, declared_layers, expected_names
@@ -50,6 +50,24 @@ class MtpLayers:
 
     def files(self) -> list[str]:
         return sorted({r.file for r in self.refs.values()})
+
+    def to_dict(self) -> dict:
+        """As inspect and convert report them."""
+        return {"family": self.family.name, "title": self.family.title, "layers": self.count,
+                "count_key": self.count_key, "tensors": len(self.refs), "bytes": self.nbytes, "dtypes": self.dtypes(),
+                "files": self.files(), "concat": self.family.concat, "copies": list(self.copies),
+                "fp8_block": list(self.block) if self.block else None, "notes": list(self.notes)}
+
+
+def describe_mtp(ckpt: Checkpoint) -> dict:
+    """inspect's view: the MTP layers found (to_dict), or why there are none / why they would be refused. A target
+    that neither belongs to an MTP family nor promises MTP layers costs no read."""
+    if family_for(ckpt.config) is None and not any(ckpt.config.get(k) for k in PROMISE_KEYS):
+        return {"found": False, "why": "not an MTP family, and the config promises no MTP layers"}
+    try:
+        return {"found": True, **find_mtp(ckpt).to_dict()}
+    except EagleConvertError as exc:
+        return {"found": False, "why": exc.message, "fix": exc.hint}
 
 
 def _shown(names) -> str:
