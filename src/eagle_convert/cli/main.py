@@ -161,10 +161,10 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
 
 def _require_draft_and_target(draft, target, dequantize) -> None:
     """Without --mtp, DRAFT and --target are required (as click itself would say) and --dequantize does not apply."""
-    ctx = click.get_current_context()
-    for name, value in (("draft", draft), ("target", target)):
-        if value is None:
-            raise click.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == name))
+    if draft is None:
+        raise click.UsageError("Missing argument 'DRAFT'.")
+    if target is None:
+        raise click.UsageError("Missing option '-t' / '--target'.")
     if dequantize:
         raise click.UsageError("--dequantize applies only with --mtp (an MTP head's FP8 layer written as BF16).")
 
