@@ -110,6 +110,8 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
             target_revision, token, offline, target_lm_head, target_embed, lm_head_from):
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout; or, with --mtp TARGET,
     extract the MTP layers inside TARGET as a draft."""
+    if not mtp:
+        _require_draft_and_target(draft, target, dequantize)
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
     if mtp:
@@ -117,7 +119,6 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
 
         return convert_mtp(mtp, out, to, dequantize, num_speculative_tokens, max_shard_size, dry_run, force, as_json,
                            quiet, revision or target_revision, token, offline)
-    _require_draft_and_target(draft, target, dequantize)
     to = to or DEFAULT_LAYOUT
     from ..conversion.prefetch import end_reads
     from ..io.interrupts import handled_signals
