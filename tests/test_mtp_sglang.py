@@ -71,6 +71,13 @@ def reference_dequant(codes: torch.Tensor, scale: torch.Tensor, block: int = 128
     return out
 
 
+def deepseek_kernel(codes: torch.Tensor, scale: torch.Tensor, block: int = 128) -> torch.Tensor:
+    """DeepSeek-V3's inference/kernel.py weight_dequant: y = x * s in float32, then the default dtype (bf16)."""
+    rows, cols = codes.shape
+    s = scale.repeat_interleave(block, 0)[:rows].repeat_interleave(block, 1)[:, :cols]
+    return (codes.float() * s).to(torch.bfloat16)
+
+
 def test_dequantize_writes_bf16_equal_to_a_per_block_reference(built, tmp_path):
     target = built["fp8"]
     result = sglang(target, tmp_path / "out", dequantize=True)
@@ -84,6 +91,7 @@ def test_dequantize_writes_bf16_equal_to_a_per_block_reference(built, tmp_path):
         new = name.replace("model.layers.2.", "model.layers.0.", 1)
         reference = reference_dequant(source[name], source[name + "_scale_inv"])
         assert written[new].dtype == torch.bfloat16 and torch.equal(written[new], reference), name
+        assert torch.equal(written[new], deepseek_kernel(source[name], source[name + "_scale_inv"])), name
     # Negative control: a wrong scale (another block's) gives different values, so the equality can fail.
     name = "model.layers.2.self_attn.kv_a_proj_with_mqa.weight"
     wrong = reference_dequant(source[name], source[name + "_scale_inv"].flip(0))
