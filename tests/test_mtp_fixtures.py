@@ -52,3 +52,13 @@ def test_dims_fit_vllm_cpu(tmp_path):
         "model-00003-of-00003.safetensors"}  # the MTP layer alone in the last shard
     assert not any(f == "model-00003-of-00003.safetensors" for n, f in index["weight_map"].items()
                    if not n.startswith("model.mtp_layers."))
+
+
+def test_docs_table_has_a_row_per_family():
+    from pathlib import Path
+
+    from eagle_convert.mtp.families import FAMILIES as ROWS
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "mtp.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| ") and "`" in line]
+    assert all(any(line.startswith(f"| {row.title} |") for line in rows) for row in ROWS)
