@@ -46,6 +46,9 @@ CASES = {
         MtpFixture("deepseek_v3", extra={"mtp.0.main_proj.weight": _t(4, 4), "mtp.0.markov_head.embed.weight":
                                          _t(4, 4), "mtp.0.confidence_head.weight": _t(1, 4)}), [],
         ["DSpark", "mtp.0.main_proj.weight"]),
+    "a fusion projection of other sizes": (
+        MtpFixture("glm4_moe", extra={DS + "eh_proj.weight": _t(128, 128)}), [],
+        ["hidden_size 128", DS + "eh_proj.weight is [128, 128], not [128, 256]"]),
     "a look-alike tensor under the prefix": (
         MtpFixture("glm4_moe", extra={DS + "mlp.router_proj.weight": _t(4, 4)}), [],
         ["does not have", DS + "mlp.router_proj.weight"]),
