@@ -64,3 +64,20 @@ def test_only_the_mtp_tensors_and_their_shard_header_are_fetched(name, hub, targ
     hub.reset_counts()
     extract_mtp(f"org/{name}", tmp_path / "again")
     assert hub.file_bytes() == 0  # cached ranges: a second run fetches no file bytes
+
+
+def test_a_dry_run_says_what_will_be_fetched_and_fetches_no_tensor(hub, targets, tmp_path):
+    from eagle_convert.api import MtpSettings
+
+    target = targets["deepseek"]
+    result = extract_mtp("org/deepseek", tmp_path / "out", MtpSettings(dry_run=True))
+    assert not (tmp_path / "out").exists()
+    fetch = result.fetch
+    assert fetch["bytes_to_fetch"] == result.layers.nbytes and len(fetch["to_fetch"]) == len(target.mtp_names)
+    assert {i["file"] for i in fetch["to_fetch"]} == {target.mtp_file}
+    header = header_bytes(target.path / target.mtp_file)
+    assert hub.file_bytes("org/deepseek", target.mtp_file) == header  # planning: the MTP shard's header, no tensor
+    assert fetch["fetched_to_plan"][target.mtp_file] == header
+    extract_mtp("org/deepseek", tmp_path / "out")
+    again = extract_mtp("org/deepseek", tmp_path / "o2", MtpSettings(dry_run=True)).fetch
+    assert again["bytes_to_fetch"] == 0 and all(i["cached"] for i in again["to_fetch"])

@@ -51,6 +51,10 @@ def human(result) -> str:
               for t in plan.tensors]
     lines += [f"  dropped {name}" for name in plan.dropped]
     lines.append(f"tensor bytes to read: target {plan.bytes_to_read:,}")
+    if result.fetch:
+        f = result.fetch
+        lines.append(f"target {f['repo_id']}@{f['commit_sha'][:12]}: {f['bytes_to_fetch']:,} bytes to fetch "
+                     f"(planning fetched {sum(f['fetched_to_plan'].values()):,})")
     if result.out:
         lines.append(f"output: {result.out} ({', '.join(result.files)}); every tensor written and verified")
     lines.append(f"serve: {plan.serve_command}")
