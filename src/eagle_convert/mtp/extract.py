@@ -14,6 +14,7 @@ from .. import __version__
 from ..checkpoint.open import InputRef, open_input
 from ..checkpoint.read import read_tensor
 from ..conversion.checks import check_out_path
+from ..conversion.prefetch import end_reads
 from ..errors import OutputPathError, UnsupportedConversionError
 from ..io.digest import Digest
 from ..io.safetensors import tensor_bytes
@@ -64,6 +65,13 @@ class MtpResult:
 
 def extract_mtp(target: str, out: str | Path | None = None, settings: MtpSettings = MtpSettings()) -> MtpResult:
     """Write the MTP layers of `target` (folder or repo id) to `out` in the `settings.to` layout."""
+    try:
+        return _extract(target, out, settings)
+    finally:
+        end_reads()  # the read-ahead of this extraction ends with it, its threads joined, however it ends
+
+
+def _extract(target: str, out: str | Path | None, settings: MtpSettings) -> MtpResult:
     if settings.to not in LAYOUTS:
         raise UnsupportedConversionError(f"--to {settings.to} does not apply to MTP heads.",
                                          f"Use --to {' or --to '.join(LAYOUTS)} with --mtp.")
