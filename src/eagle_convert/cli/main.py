@@ -105,8 +105,8 @@ def target_tensor_options(fn):
 @hub_options
 @handle_errors
 def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens, max_shard_size,
-            target_pattern, check_embedding, allow_nonfinite, max_model_len, allow_rope_mismatch, dry_run, force, as_json,
-            quiet, revision, target_revision, token, offline, target_lm_head, target_embed, lm_head_from):
+            target_pattern, check_embedding, allow_nonfinite, max_model_len, allow_rope_mismatch, dry_run, force,
+            as_json, quiet, revision, target_revision, token, offline, target_lm_head, target_embed, lm_head_from):
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout."""
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
