@@ -63,6 +63,8 @@ def run(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptio
         drop: tuple[str, ...] = (), positions: PositionOptions | None = None) -> BenchReport:
     """The whole bench report: our runner, or `engine` (and with `compare` ours beside it), the gates applied; the
     position and RoPE checks first (a RoPE error is refused before any model loads)."""
+    if not compare and engine is None:
+        require_local_target(target)  # our runner's first refusal comes before the checks read the target
     checked = check_before_bench(target, draft, hub, positions or PositionOptions())
     if compare or engine is not None:
         report = _bench_with_engine(target, draft, decode, gates, hub, engine or EngineOptions(), compare=compare,
@@ -78,10 +80,7 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
                 device: str, dtype: str, baseline: bool, progress: bool, drop) -> BenchReport:
     from .ours import bench_target  # torch model code loads only when our runner benches
 
-    if not Path(target).is_dir():
-        raise LayoutError(f"The bench target {target!r} is not a local folder.",
-                          "bench runs the whole target: download it first "
-                          "(e.g. `hf download ORG/NAME --local-dir DIR`) and pass the folder.")
+    require_local_target(target)
     stored = read_stored_report(gates.reference_report, gates.max_tau_drop)
     target_ckpt = open_input(target, role="target").checkpoint
     if isinstance(target_ckpt, RankedCheckpoint):
@@ -117,6 +116,13 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
                 ] if gates.reference_draft is not None else []
     apply_report_gates(report, gates, stored, same_run=same_run)
     return report
+
+
+def require_local_target(target: str) -> None:
+    if not Path(target).is_dir():
+        raise LayoutError(f"The bench target {target!r} is not a local folder.",
+                          "bench runs the whole target: download it first "
+                          "(e.g. `hf download ORG/NAME --local-dir DIR`) and pass the folder.")
 
 
 def _bench_with_engine(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptions, hub: HubOptions,
