@@ -22,11 +22,11 @@ YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 
 MROPE = {"rope_type": "default", "mrope_section": [2, 1, 1]}
 
 
-def engine_rope(config: dict, **kwargs):
+def engine_rope(config: dict, reader: str = "transformers5"):
     """The schedule engines compute (imported when used, so that each test fails on its own before the checks)."""
     from eagle_convert.layouts.rope import engine_rope as read
 
-    return read(config, **kwargs)
+    return read(config, reader)
 
 
 def cli(*args):
@@ -165,7 +165,8 @@ def test_rope_parameters_only_config_is_named_and_convert_writes_both_keys(pairs
     assert convert(folder).exit_code == 0
     written, target = out_config(folder), json.loads((folder / "target" / "config.json").read_text())
     assert written["rope_scaling"] == target["rope_scaling"] and written["rope_theta"] == 500000.0
-    assert engine_rope(written, legacy=True) == engine_rope(target)
+    for reader in ("legacy", "parameters_first"):
+        assert engine_rope(written, reader) == engine_rope(target), reader
 
 
 def test_mrope_section_missing_and_mismatched(pairs, tmp_path):

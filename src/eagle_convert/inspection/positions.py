@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..errors import RopeMismatchError
 from ..layouts.base import SOURCE_LIMIT_KEY
-from ..layouts.rope import Rope, engine_limit, engine_rope, type_conflict
+from ..layouts.rope import READERS, Rope, engine_limit, engine_rope, type_conflict
 from .position_texts import ENGINE_PAST_LIMIT, ENGINE_WINDOWS, TAU_PAST_TRAINING
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -128,8 +128,8 @@ def form_findings(draft: dict) -> list[Finding]:
             out.append(Finding("rope_type_conflict", ERROR, f"The draft's {key} says rope_type {conflict[0]!r} and "
                                f"type {conflict[1]!r}: vLLM refuses to load it.",
                                "Keep one of the two keys, the one the head was trained with."))
-    modern, legacy = engine_rope(draft), engine_rope(draft, legacy=True)
-    if modern == legacy:
+    modern, legacy, first = (engine_rope(draft, reader) for reader in READERS)
+    if modern == legacy == first:
         return out
     if not draft.get("rope_scaling"):
         out.append(Finding("rope_parameters_only", WARNING,
@@ -140,8 +140,9 @@ def form_findings(draft: dict) -> list[Finding]:
                            "schedule."))
     else:
         out.append(Finding("rope_forms_disagree", ERROR,
-                           f"The draft's rope_scaling and rope_parameters disagree: transformers 5 runs "
-                           f"{_schedule(modern)}, an older stack {_schedule(legacy)}.",
+                           f"The draft's rope_scaling and rope_parameters disagree: transformers 5 (vLLM) runs "
+                           f"{_schedule(modern)}, a stack before it {_schedule(legacy)}, SGLang on such a stack "
+                           f"{_schedule(first)} (it reads rope_parameters first).",
                            "Keep the schedule the head was trained with in both keys."))
     return out
 
@@ -259,9 +260,11 @@ def limit_findings(draft: dict, target: dict, max_model_len: int | None) -> list
 
 def _trained_limit(draft: dict) -> int | None:
     """The context the head was made for, by config evidence: the limit convert recorded before raising it, else
-    the draft's own max_position_embeddings (EAGLE trainers write their --max-length there, EAGLE#311)."""
-    values = [v for v in (draft.get(SOURCE_LIMIT_KEY), draft.get("max_position_embeddings")) if v]
-    return min(values) if values else None
+    the draft's own max_position_embeddings (EAGLE trainers write their --max-length there, EAGLE#311); scaled as
+    engines scale the limit (linear, dynamic)."""
+    source = draft.get(SOURCE_LIMIT_KEY)
+    values = [engine_limit(draft), engine_limit({**draft, "max_position_embeddings": source}) if source else None]
+    return min((v for v in values if v), default=None)
 
 
 def window_findings(draft: dict) -> list[Finding]:

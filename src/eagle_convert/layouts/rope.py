@@ -79,18 +79,26 @@ def type_conflict(stated: dict | None) -> tuple[str, str] | None:
     return None
 
 
-def stated_rope(config: dict, *, legacy: bool = False) -> dict:
-    """The dict that states the schedule: as transformers 5 picks it (`rope_scaling` if set, else `rope_parameters`),
-    or with `legacy` as a stack before transformers 5 does (`rope_scaling` only)."""
-    if legacy:
-        return dict(config.get("rope_scaling") or {})
-    return dict(config.get("rope_scaling") or config.get("rope_parameters") or {})
+# Who reads which key first: transformers 5 (and vLLM 0.32 through it) takes `rope_scaling` when set, else
+# `rope_parameters`; a stack before transformers 5 knows only `rope_scaling` and the top-level `rope_theta`; SGLang
+# 0.5.23's models ask for `rope_parameters` first (models/llama.py:322-328, llama_eagle3.py:132-136), which before
+# transformers 5 is the raw key.
+READERS = ("transformers5", "legacy", "parameters_first")
 
 
-def engine_rope(config: dict, *, legacy: bool = False) -> Rope:
+def stated_rope(config: dict, reader: str = "transformers5") -> dict:
+    """The dict that states the schedule, as `reader` (READERS) picks it."""
+    scaling, parameters = config.get("rope_scaling"), config.get("rope_parameters")
+    chosen = {"transformers5": scaling or parameters, "legacy": scaling,
+              "parameters_first": parameters or scaling}[reader]
+    return dict(chosen or {})
+
+
+def engine_rope(config: dict, reader: str = "transformers5") -> Rope:
     """The schedule an engine computes from `config` (a flat text config), defaults filled as transformers fills
-    them. `legacy`: as read by a stack that knows only `rope_scaling` and the top-level `rope_theta`."""
-    stated = stated_rope(config, legacy=legacy)
+    them, the keys read as `reader` (READERS) reads them."""
+    stated = stated_rope(config, reader)
+    legacy = reader == "legacy"
     kind = rope_type_of(stated)
     inner_theta = None if legacy else stated.get("rope_theta")  # transformers 5: the dict's own theta wins
     theta = float(inner_theta or config.get("rope_theta") or DEFAULT_THETA)
