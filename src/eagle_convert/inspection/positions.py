@@ -242,7 +242,7 @@ def limit_findings(draft: dict, target: dict, max_model_len: int | None) -> list
         out.append(Finding("target_limit_below_max_model_len", WARNING,
                            f"--max-model-len {max_model_len} is past the target's own limit {target_limit}.",
                            "Serve at most the target's limit.", {
-                               "vllm": "refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (config/model.py:2636-2657)",
+                               "vllm": "refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (config/model.py:2639-2666)",
                                "sglang": "refuses it unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 "
                                          "(configs/model_config.py:1296-1316)"}))
     trained = _trained_limit(draft)
