@@ -92,7 +92,8 @@ def with_draft_limit(limit):
 def test_a_correct_pair_has_no_finding_and_convert_writes_both_keys_equal_to_the_target(pairs, tmp_path):
     folder = pair(pairs, tmp_path, "llama3", with_draft_limit(4096))
     assert findings(folder) == {}
-    assert convert(folder).exit_code == 0
+    result = convert(folder)
+    assert result.exit_code == 0 and "warning" not in result.stderr
     written, target = out_config(folder), json.loads((folder / "target" / "config.json").read_text())
     assert written["rope_scaling"] == target["rope_scaling"]
     assert written["rope_parameters"] == {**target["rope_scaling"], "rope_theta": 500000.0}
@@ -121,7 +122,9 @@ def test_draft_2048_against_a_longer_target(pairs, tmp_path):
     assert set(limit["engines"]) == {"vllm", "sglang", "ours"} and "stops drafting" in limit["engines"]["vllm"]
     assert "τ" in found["short_training_context"]["message"]
     # convert raises the limit, records the draft's own, and inspect still says what the head was made for
-    assert convert(folder).exit_code == 0
+    result = convert(folder)
+    assert result.exit_code == 0
+    assert "[short_training_context]" in flat(result.stderr) and "[draft_limit_below_target]" not in result.stderr
     written = out_config(folder)
     assert written["max_position_embeddings"] == 4096
     assert written["eagle_convert_source_max_position_embeddings"] == 2048

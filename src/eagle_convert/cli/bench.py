@@ -101,7 +101,7 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
     report = go(as_json=as_json)
     data = report.to_dict()
     for finding in (data.get("positions") or {}).get("findings", []):
-        if finding["severity"] != "info":
+        if finding["severity"] != "info" and not as_json:  # --json carries them in `positions`
             click.echo(paragraph(f"warning: [{finding['name']}] {finding['message']} {finding['hint']}"), err=True)
     table = compare_table(data["compare"]["rows"], engine.label) if report.compare is not None else None
     finish(report, data, report_path, "\n".join(filter(None, [human_report(data), table])), as_json)

@@ -137,8 +137,9 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
     _note(result.draft.notes + result.target.notes + list(plan.notes), "note")
     _note([f"dropped {n}: {r}" for n, r in plan.dropped], "note")
     _note(plan.warnings, "warning")
-    _note([f"[{f['name']}] {f['message']} {f['hint']}".strip() for f in result.positions["findings"]
-           if f["severity"] != "info"], "warning")
+    if not as_json:  # --json carries them in `positions`
+        _note([f"[{f['name']}] {f['message']} {f['hint']}".strip() for f in result.positions["output_findings"]
+               if f["severity"] != "info"], "warning")
     if result.embedding_check and result.embedding_check["equal"] is None:
         _note([result.embedding_check["message"]], "note")
     if result.embedding_check and result.embedding_check["equal"] is False:

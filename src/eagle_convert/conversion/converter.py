@@ -118,7 +118,10 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None,
                               lm_head_from=weights_in)
     positions.written = written_positions(plan.config)
-    result.positions = positions.to_dict()
+    # What still holds for the output (a limit convert raised, a key it mirrored, no longer): what the CLI warns of.
+    after = check_positions(get_layout(to).flat_config(plan.config), target_info.config,
+                            PositionOptions(max_model_len, allow_rope_mismatch))
+    result.positions = {**positions.to_dict(), "output_findings": [f.to_dict() for f in after.findings]}
     rule = get_layout(to).embedding_rule(head.spec, frozenset(head.tensors))
     always = check_embedding or rule is not None
     if dry_run:
