@@ -217,8 +217,8 @@ def _without_mrope(params: dict) -> dict:
 def _schedule(rope: Rope) -> str:
     if not rope.scaled:
         return f"plain RoPE (theta {rope.theta:g})"
-    shown = ", ".join(f"{k} {v}" for k, v in _without_mrope(rope.params).items()
-                      if v is not None and k != "partial_rotary_factor")
+    shown = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                      for k, v in _without_mrope(rope.params).items() if v is not None and k != "partial_rotary_factor")
     return f"{rope.type} RoPE (theta {rope.theta:g}; {shown})"
 
 
