@@ -250,3 +250,16 @@ def test_bench_refuses_a_rope_error_before_loading_a_model(pairs, tmp_path):
     folder = pair(pairs, tmp_path, "yarn", lambda c: c.update(rope_scaling=LLAMA3))
     result = cli("bench", "-t", folder / "target", "-d", folder / "draft", "--max-new-tokens", 2, "-q")
     assert result.exit_code == 1 and "[yarn_fallback]" in flat(result.stderr)
+
+
+def test_bench_reports_the_findings_in_its_json(pairs, tmp_path):
+    import eagle_convert
+
+    folder = pair(pairs, tmp_path, "plain")
+    report = eagle_convert.bench(str(folder / "target"), str(folder / "draft"), k=2, max_new_tokens=2,
+                                 prompts=[{"prompt_ids": [5, 6, 7]}], baseline=False, max_model_len=8192)
+    positions = report.to_dict()["positions"]
+    assert positions["max_model_len"] == 8192
+    assert {f["name"] for f in positions["findings"]} == {
+        "draft_limit_below_target", "draft_limit_below_max_model_len", "target_limit_below_max_model_len",
+        "short_training_context"}
