@@ -77,3 +77,8 @@ class EngineError(EagleConvertError, RuntimeError):
 
 class PromptTooLongError(EagleConvertError, ValueError):
     """A bench prompt whose tokens plus --max-new-tokens pass the target's max_position_embeddings."""
+
+
+class RopeMismatchError(EagleConvertError, ValueError):
+    """The draft's RoPE would not compute its target's positions (another scaled schedule, a YaRN fallback, a type
+    engines refuse, rope_scaling and rope_parameters that disagree): refused unless --allow-rope-mismatch."""

@@ -13,10 +13,12 @@ from ..checkpoint.open import open_input
 from ..checkpoint.ranks.checkpoint import RankedCheckpoint
 from ..draft.load import load_draft, tensor_reader
 from ..errors import IncomparableReportError, LayoutError
+from ..positions.checks import PositionOptions
 from ..runner.trees.shapes import TreeOptions, TreeShape, resolve_tree
 from ..targets.read import read_target
 from . import gates as gate_checks
 from .compare import compare_gate
+from .positions import bench_max_model_len, check_before_bench
 from .report import SCHEMA_VERSION, BenchReport
 from .settings import DecodeSettings, EngineOptions, GateOptions, HubOptions
 
@@ -30,7 +32,7 @@ def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 2
           ignore_eos: bool = False, min_acceptance_length: float | None = None, reference_draft: str | None = None,
           reference_report: str | Path | None = None, max_tau_drop: float | None = None,
           tree: TreeOptions | None = None, engine: str | EngineOptions | None = None,
-          compare: bool = False) -> BenchReport:
+          compare: bool = False, max_model_len: int | None = None, allow_rope_mismatch: bool = False) -> BenchReport:
     """Bench DRAFT on TARGET (the keyword form of `run`). A raw EAGLE-1 release uses the target's LM head and
     embedding in memory, so raw and converted heads give the same numbers. The target must be a local folder.
 
@@ -40,7 +42,8 @@ def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 2
     `tree`: draft trees (runner/trees/shapes.py) instead of k-token chains. `engine`: who decodes, "ours" (None) or
     "vllm" (offline), or EngineOptions (a server's url, vLLM's interpreter, arguments, ...); `compare`: our runner
     too, on the same prompts, gated against the engine (vLLM offline when no engine is given); with an engine,
-    `reference_draft` is the head our runner benches (the head as released) and the engine DRAFT."""
+    `reference_draft` is the head our runner benches (the head as released) and the engine DRAFT.
+    `max_model_len`, `allow_rope_mismatch`: the position and RoPE checks run first (docs/long-context.md)."""
     if isinstance(engine, str):
         if engine not in ("ours", "vllm"):
             raise ValueError(f"engine must be 'ours', 'vllm' or EngineOptions, got {engine!r}")
@@ -50,29 +53,34 @@ def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 2
     return run(target, draft, decode, GateOptions(min_acceptance_length, reference_draft, reference_report,
                                                   max_tau_drop),
                HubOptions(revision, token, offline), engine=engine, compare=compare, device=device, dtype=dtype,
-               baseline=baseline, progress=progress, drop=drop)
+               baseline=baseline, progress=progress, drop=drop,
+               positions=PositionOptions(bench_max_model_len(max_model_len), allow_rope_mismatch))
 
 
 def run(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptions = GateOptions(),
         hub: HubOptions = HubOptions(), *, engine: EngineOptions | None = None, compare: bool = False,
         device: str = "auto", dtype: str = "auto", baseline: bool = True, progress: bool = False,
-        drop: tuple[str, ...] = ()) -> BenchReport:
-    """The whole bench report: our runner, or `engine` (and with `compare` ours beside it), the gates applied."""
+        drop: tuple[str, ...] = (), positions: PositionOptions | None = None) -> BenchReport:
+    """The whole bench report: our runner, or `engine` (and with `compare` ours beside it), the gates applied; the
+    position and RoPE checks first (a RoPE error is refused before any model loads)."""
+    if not compare and engine is None:
+        require_local_target(target)  # our runner's first refusal comes before the checks read the target
+    checked = check_before_bench(target, draft, hub, positions or PositionOptions())
     if compare or engine is not None:
-        return _bench_with_engine(target, draft, decode, gates, hub, engine or EngineOptions(), compare=compare,
-                                  device=device, dtype=dtype, baseline=baseline, progress=progress, drop=drop)
-    return _bench_ours(target, draft, decode, gates, hub, device=device, dtype=dtype, baseline=baseline,
-                       progress=progress, drop=drop)
+        report = _bench_with_engine(target, draft, decode, gates, hub, engine or EngineOptions(), compare=compare,
+                                    device=device, dtype=dtype, baseline=baseline, progress=progress, drop=drop)
+    else:
+        report = _bench_ours(target, draft, decode, gates, hub, device=device, dtype=dtype, baseline=baseline,
+                             progress=progress, drop=drop)
+    report.positions = checked.to_dict() if checked else None
+    return report
 
 
 def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOptions, hub: HubOptions, *,
                 device: str, dtype: str, baseline: bool, progress: bool, drop) -> BenchReport:
     from .ours import bench_target  # torch model code loads only when our runner benches
 
-    if not Path(target).is_dir():
-        raise LayoutError(f"The bench target {target!r} is not a local folder.",
-                          "bench runs the whole target: download it first "
-                          "(e.g. `hf download ORG/NAME --local-dir DIR`) and pass the folder.")
+    require_local_target(target)
     stored = read_stored_report(gates.reference_report, gates.max_tau_drop)
     target_ckpt = open_input(target, role="target").checkpoint
     if isinstance(target_ckpt, RankedCheckpoint):
@@ -108,6 +116,13 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
                 ] if gates.reference_draft is not None else []
     apply_report_gates(report, gates, stored, same_run=same_run)
     return report
+
+
+def require_local_target(target: str) -> None:
+    if not Path(target).is_dir():
+        raise LayoutError(f"The bench target {target!r} is not a local folder.",
+                          "bench runs the whole target: download it first "
+                          "(e.g. `hf download ORG/NAME --local-dir DIR`) and pass the folder.")
 
 
 def _bench_with_engine(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptions, hub: HubOptions,

@@ -88,6 +88,7 @@ class BenchReport:
     engine: dict | None = None  # bench --engine vllm / --engine-url: which engine ran, how, and its own counters
     min_acceptance_length: float | None = None  # the τ floor asked for (gate.min_acceptance_length; None: none)
     compare: dict | None = None  # --compare: {ours: {settings, overall}, rows} (compare.py)
+    positions: dict | None = None  # the position and RoPE checks run before the bench (positions/checks.py)
 
     @property
     def passed(self) -> bool:
@@ -130,4 +131,6 @@ class BenchReport:
                                              for p in self.reference.prompts]}
         if self.compare is not None:
             data["compare"] = self.compare
+        if self.positions is not None:
+            data["positions"] = self.positions
         return data

@@ -36,6 +36,8 @@ come.
              null}  (gates.py; no checks: passed)
   engine (only when an engine decoded: bench --engine vllm / --engine-url): which engine ran, how, its counters
   compare (only with --compare): {ours: {settings, overall}, rows: [per prompt, compare.py]}
+  positions (only when the draft's config was read): the position and RoPE checks run before the bench
+             (positions/checks.py; keys in docs/long-context.md)
   reference (only with a reference draft): {settings, overall: {acceptance}, prompts: [{id, category, acceptance,
              accepted_per_round}]}
   acceptance = {k, histogram, drafts, drafted, accepted, mean_acceptance_length (tau), acceptance_rate,

@@ -10,6 +10,7 @@ import click
 
 from .engine import check_engine_usage, engine_from, engine_options, engine_requested
 from .errors import EXIT_GATE, handle_errors, paragraph
+from .positions import allow_rope_mismatch_option, max_model_len_option
 from .tree import TREE_FLAGS, sweep_command, tree_options, tree_options_from, tree_report_lines
 
 
@@ -46,13 +47,16 @@ def _fmt(value, spec: str = ".3f") -> str:
               help="Also write the full --json report to this file (written when a gate fails too).")
 @click.option("--threads", type=click.IntRange(1), help="torch CPU threads (default: torch's choice).")
 @click.option("--drop", multiple=True, metavar="PATTERN", help="Ignore draft tensors matching this glob.")
+@max_model_len_option("The context length you will serve (tokens): the draft's and the target's position limits are "
+                      "checked against it (default: the longest context the run uses).")
+@allow_rope_mismatch_option
 @click.option("--json", "as_json", is_flag=True, help="The full report (documented schema) on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @tree_options
 @engine_options
 def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, ignore_eos,
           no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path, threads,
-          drop, as_json, quiet, **options):
+          drop, max_model_len, allow_rope_mismatch, as_json, quiet, **options):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
     tree_flags = {name: options.pop(name) for name in TREE_FLAGS}
     engine_flags = options
@@ -77,7 +81,9 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
 
     from ..benchmark.api import run
     from ..benchmark.compare import compare_table
+    from ..benchmark.positions import bench_max_model_len
     from ..benchmark.settings import DecodeSettings, GateOptions
+    from ..positions.checks import PositionOptions
 
     decode = DecodeSettings(k=k, tree=None if with_engine else tree_options_from(tree_flags),
                             max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, ignore_eos=ignore_eos,
@@ -89,10 +95,14 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
     def go(as_json=as_json):
         return run(target, draft, decode, gates, engine=engine, compare=with_engine and engine_flags["compare"],
                    device=device, dtype=dtype, baseline=not no_baseline,
-                   progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop)
+                   progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop,
+                   positions=PositionOptions(bench_max_model_len(max_model_len), allow_rope_mismatch))
 
     report = go(as_json=as_json)
     data = report.to_dict()
+    for finding in (data.get("positions") or {}).get("findings", []):
+        if finding["severity"] != "info" and not as_json:  # --json carries them in `positions`
+            click.echo(paragraph(f"warning: [{finding['name']}] {finding['message']} {finding['hint']}"), err=True)
     table = compare_table(data["compare"]["rows"], engine.label) if report.compare is not None else None
     finish(report, data, report_path, "\n".join(filter(None, [human_report(data), table])), as_json)
 

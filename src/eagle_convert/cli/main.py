@@ -12,6 +12,7 @@ from .. import __version__
 from ..layouts import LAYOUTS, output_layouts
 from ..spec import FC_BIAS_MODES
 from .errors import handle_errors, paragraph
+from .positions import allow_rope_mismatch_option, max_model_len_option, position_lines
 
 DEFAULT_LAYOUT = "vllm-v0"  # the seed's layout, kept as the default (its note says which vLLM refuses it)
 
@@ -98,6 +99,8 @@ def target_tensor_options(fn):
               help="Compare the draft's embedding copy with the target's even when that reads another target shard.")
 @click.option("--allow-nonfinite", is_flag=True, help="Write NaN/Inf values that the source tensors hold (refused by "
               "default); the provenance records which tensors hold how many.")
+@max_model_len_option()
+@allow_rope_mismatch_option
 @click.option("--dry-run", is_flag=True, help="Print the plan and the bytes it will read; write nothing.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result on stdout.")
@@ -106,7 +109,8 @@ def target_tensor_options(fn):
 @hub_options
 @handle_errors
 def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens,
-            max_shard_size, target_pattern, check_embedding, allow_nonfinite, dry_run, force, as_json, quiet, revision,
+            max_shard_size, target_pattern, check_embedding, allow_nonfinite, max_model_len,
+            allow_rope_mismatch, dry_run, force, as_json, quiet, revision,
             target_revision, token, offline, target_lm_head, target_embed, lm_head_from):
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout; or, with --mtp TARGET,
     extract the MTP layers inside TARGET as a draft."""
@@ -137,7 +141,8 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
                          target_revision=target_revision, token=token, offline=offline,
                          progress=not quiet and not as_json, check_embedding=check_embedding,
                          target_pattern=target_pattern, target_lm_head=target_lm_head, target_embed=target_embed,
-                         lm_head_from=lm_head_from, allow_nonfinite=allow_nonfinite)
+                         lm_head_from=lm_head_from, allow_nonfinite=allow_nonfinite, max_model_len=max_model_len,
+                         allow_rope_mismatch=allow_rope_mismatch)
         finally:
             end_reads()  # convert() did already, unless it never started: nothing may outlive the command
     for line in result.notes:  # e.g. a killed run's staging folder removed: one line each, the path unbroken
@@ -146,6 +151,9 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
     _note(result.draft.notes + result.target.notes + list(plan.notes), "note")
     _note([f"dropped {n}: {r}" for n, r in plan.dropped], "note")
     _note(plan.warnings, "warning")
+    if not as_json:  # --json carries them in `positions`
+        _note([f"[{f['name']}] {f['message']} {f['hint']}".strip() for f in result.positions["output_findings"]
+               if f["severity"] != "info"], "warning")
     if result.embedding_check and result.embedding_check["equal"] is None:
         _note([result.embedding_check["message"]], "note")
     if result.embedding_check and result.embedding_check["equal"] is False:
@@ -195,6 +203,9 @@ def _human_convert(result) -> str:
                   for i in fetch["to_fetch"]]
     if result.out:
         lines.append(f"output: {result.out} ({', '.join(result.files)}); every tensor reloaded and verified")
+    written = result.positions["written"]
+    lines.append(f"positions: max_position_embeddings {written.get('max_position_embeddings')}; RoPE written as "
+                 "rope_theta, rope_scaling and rope_parameters (one schedule for every engine)")
     lines.append(f"serve: {plan.serve_command}")
     return "\n".join(lines)
 
@@ -204,16 +215,17 @@ def _human_convert(result) -> str:
 @click.option("--target", "-t", help="Also check the head against this target.")
 @click.option("--drop", multiple=True, metavar="PATTERN", help="Ignore draft tensors matching this glob.")
 @click.option("--target-pattern", metavar="PATTERN", help="A target saved per rank with a custom vLLM --file-pattern.")
+@max_model_len_option()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report on stdout.")
 @hub_options
 @handle_errors
-def inspect(path, target, drop, target_pattern, as_json, revision, target_revision, token, offline):
+def inspect(path, target, drop, target_pattern, max_model_len, as_json, revision, target_revision, token, offline):
     """Show PATH's layout and why, its config, tensors, and the problems a conversion would fix. PATH may also be a
     target saved per rank: its format, ranks, padding and which files hold the LM head."""
     run = _api().inspect
 
     report = run(path, target, drop=drop, revision=revision, target_revision=target_revision, token=token,
-                 offline=offline, target_pattern=target_pattern)
+                 offline=offline, target_pattern=target_pattern, max_model_len=max_model_len)
     _emit(as_json, report.to_dict(), _human_inspect(report))
 
 
@@ -240,6 +252,7 @@ def _human_inspect(report) -> str:
     lines += [f"note: {n}" for n in report.notes]
     lines.append("problems:" if report.problems else "problems: none found")
     lines += [f"  - {p.what}\n    fix: {p.fix}" for p in report.problems]
+    lines += position_lines(report.positions)
     return "\n".join(lines)
 
 

@@ -10,9 +10,11 @@ from pathlib import Path
 from ..checkpoint.open import InputRef, absolute_if_local, open_input
 from ..draft.load import load_draft
 from ..errors import OutputPathError, UnsupportedConversionError
+from ..positions.checks import PositionOptions, check_positions, refuse_rope_errors
 from ..io.staging import remove_stale_staging
 from ..io.units import parse_size
 from ..layouts import get_layout
+from ..layouts.base import SOURCE_LIMIT_KEY
 from ..targets.read import read_target
 from .checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, check_out_path, compare_embeddings, compares_embeddings
 from .derive import FoldReport
@@ -39,6 +41,7 @@ class ConversionResult:
     nonfinite: dict[str, int] = field(default_factory=dict)  # --allow-nonfinite: NaN/Inf written, per tensor
     notes: list[str] = field(default_factory=list)  # about the output folder (a killed run's staging folder removed)
     will_check: list[str] = field(default_factory=list)  # dry run: checks the real run makes on data not read yet
+    positions: dict | None = None  # the position and RoPE checks (positions/checks.py) and what was written
 
     def to_dict(self) -> dict:
         return {
@@ -55,6 +58,7 @@ class ConversionResult:
             "embedding_check": self.embedding_check,
             "nonfinite": self.nonfinite,
             "fetch": self.fetch,
+            "positions": self.positions,
             **({"will_check": self.will_check} if self.out is None else {}),
             **self.plan.to_dict(),
         }
@@ -82,8 +86,10 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             revision: str | None = None, target_revision: str | None = None, token: str | None = None,
             offline: bool | None = None, progress: bool = False, check_embedding: bool = False,
             target_pattern: str | None = None, target_lm_head: str | None = None, target_embed: str | None = None,
-            lm_head_from: str | None = None, allow_nonfinite: bool = False) -> ConversionResult:
-    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (docs/convert.md: every option)."""
+            lm_head_from: str | None = None, allow_nonfinite: bool = False, max_model_len: int | None = None,
+            allow_rope_mismatch: bool = False) -> ConversionResult:
+    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (docs/convert.md: every option;
+    `max_model_len` and `allow_rope_mismatch`: the position and RoPE checks, docs/long-context.md)."""
     quiet = not progress
     # A dry run reads the draft's safetensors header by range too, so it fetches no tensor data.
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft", quiet=quiet,
@@ -100,6 +106,9 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     target_info = read_target(target_in.checkpoint, lm_head=target_lm_head, embed=target_embed,
                               lm_head_from=weights_in.checkpoint if weights_in else None)
     head = load_draft(draft_in.checkpoint, target_info.config, drop=tuple(drop))
+    positions = check_positions(head.layout.flat_config(head.checkpoint.config), target_info.config,
+                                PositionOptions(max_model_len, allow_rope_mismatch))
+    refuse_rope_errors(positions)  # before anything is planned or written
     # Names written into configs and the serve command work from any folder: local paths absolute, repo ids as ids.
     plan = build_plan(head, target_info, to=to, dtype=dtype, fc_bias=fc_bias,
                       verifier=absolute_if_local(verifier) if verifier else None, target_label=target_in.serve_name,
@@ -108,6 +117,11 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     check_head_vocab_map(head)
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None,
                               lm_head_from=weights_in)
+    positions.written = written_positions(plan.config)
+    # What still holds for the output (a limit convert raised, a key it mirrored, no longer): what the CLI warns of.
+    after = check_positions(get_layout(to).flat_config(plan.config), target_info.config,
+                            PositionOptions(max_model_len, allow_rope_mismatch))
+    result.positions = {**positions.to_dict(), "output_findings": [f.to_dict() for f in after.findings]}
     rule = get_layout(to).embedding_rule(head.spec, frozenset(head.tensors))
     always = check_embedding or rule is not None
     if dry_run:
@@ -127,3 +141,12 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     execute_plan(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,
              allow_nonfinite)
     return result
+
+
+def written_positions(config: dict) -> dict:
+    """The position and RoPE keys an output config states, wherever the layout nests its model config."""
+    inner = config.get("model") or config.get("transformer_layer_config") or config
+    keys = ("max_position_embeddings", SOURCE_LIMIT_KEY, "rope_theta", "rope_scaling", "rope_parameters")
+    return {**{k: inner.get(k) for k in keys if k in inner},
+            "why": "rope_scaling (read by stacks before transformers 5) and rope_parameters (transformers 5, vLLM "
+                   "0.32, SGLang 0.5.23) state one schedule, so every engine runs the same RoPE"}

@@ -12,6 +12,7 @@ from ..errors import EagleConvertError
 from ..io.safetensors import SAFETENSORS_CODES
 from ..layouts import LAYOUTS
 from ..targets.read import TargetInfo, read_target
+from ..positions.checks import PositionOptions, check_positions
 from .target import describe_target, looks_like_target
 
 HALF = {"float16", "bfloat16"}
@@ -40,17 +41,18 @@ class InspectReport:
     target: dict | None = None  # PATH is a target checkpoint: family, LM head / embedding, quantization, bench
     variant: str | None = None  # "EAGLE-3 (norm_before_fc)", "EAGLE 3.1 (...)", "EAGLE-1"
     flags: dict = field(default_factory=dict)  # EAGLE-3 flag -> {"value", "source"}: what was read, and from where
+    positions: dict | None = None  # a draft's position and RoPE checks (positions.py; docs/long-context.md)
 
     def to_dict(self) -> dict:
         return {"path": self.path, "layout": self.layout, "layout_reason": self.layout_reason, "kind": self.kind,
                 "variant": self.variant, "flags": self.flags,
                 "config": self.config, "tensors": self.tensors, "problems": [p.to_dict() for p in self.problems],
-                "notes": self.notes, "ranks": self.ranks, "target": self.target}
+                "notes": self.notes, "ranks": self.ranks, "target": self.target, "positions": self.positions}
 
 
 def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (), revision: str | None = None,
             target_revision: str | None = None, token: str | None = None, offline: bool | None = None,
-            target_pattern: str | None = None) -> InspectReport:
+            target_pattern: str | None = None, max_model_len: int | None = None) -> InspectReport:
     # PATH may itself be a target saved per rank; --target-pattern names the target's files, PATH's without --target.
     ref = open_input(path, revision=revision, token=token, offline=offline, role="draft", ranges=True, ranked=True,
                      pattern=None if target else target_pattern)
@@ -77,6 +79,8 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
     report.flags = variant_flags(head.spec)
     report.notes += list(head.notes)
     report.problems += _problems(head, target_info)
+    report.positions = check_positions(head.layout.flat_config(ckpt.config), target_info.config if target_info
+                                       else None, PositionOptions(max_model_len)).to_dict()
     return report
 
 

@@ -13,8 +13,14 @@ from dataclasses import dataclass
 
 from ..kinds import EAGLE1_NAMES, EAGLE3_BASE_NAMES, EAGLE3_NAMES, KINDS, LAYER  # noqa: F401  (re-exported)
 from ..spec import DraftSpec
+from .rope import limit_sets_schedule, output_rope_fields
 
 # Canonical tensor names live with their head kind (kinds.py); these names stay for the layouts that use them.
+# The draft's own max_position_embeddings, recorded in an output whose limit convert raised: evidence of the context
+# the head was made for (positions/checks.py). No engine reads it (not `original_max_position_embeddings`, which
+# SGLang copies into rope_scaling: models/llama.py:329-333).
+SOURCE_LIMIT_KEY = "eagle_convert_source_max_position_embeddings"
+
 CANONICAL_NAMES = {kind.name: kind.canonical_names for kind in KINDS.values()}
 
 
@@ -127,9 +133,12 @@ def rename_prefix(name: str, old: str, new: str) -> str:
 def base_inner_config(spec: DraftSpec, ctx: OutputContext, *, architecture: str, model_type: str) -> dict:
     """The HF Llama/Qwen2 config every output layout starts from: the draft's own keys, with the EAGLE fixes applied.
 
-    RoPE stays the draft's own (explicit `rope_theta`, no target scaling): the head was trained with it. The position
-    limit is raised to the target's, since a 2048 limit stops drafting on long prompts and plain RoPE does not depend
-    on it. SafeAILab's `bias` (fc bias) is removed: vLLM reads it as *attention* bias."""
+    RoPE stays the draft's own (explicit `rope_theta`, no target scaling): the head was trained with it; it is
+    written as both `rope_scaling` (older stacks) and `rope_parameters` (transformers 5), with the defaults that
+    follow the position limit made explicit (rope.py). The position limit is raised to the target's, since a 2048
+    limit stops drafting on long prompts (not for dynamic scaling, whose frequencies follow it), and the draft's own
+    limit is recorded under SOURCE_LIMIT_KEY so that `inspect` can still say what context the head was made for.
+    SafeAILab's `bias` (fc bias) is removed: vLLM reads it as *attention* bias."""
     cfg = {"architectures": [architecture], "model_type": model_type}
     cfg.update((k, v) for k, v in spec.extra.items() if k not in DROPPED_SOURCE_KEYS)
     cfg.update(
@@ -141,14 +150,14 @@ def base_inner_config(spec: DraftSpec, ctx: OutputContext, *, architecture: str,
         num_hidden_layers=spec.num_layers,  # 1 for an EAGLE-1 head
         rms_norm_eps=spec.rms_norm_eps,
         hidden_act=spec.hidden_act,
-        rope_theta=spec.rope_theta,
-        rope_scaling=spec.rope_scaling,
+        **output_rope_fields(_rope_source(spec), spec.max_position_embeddings),
         vocab_size=spec.vocab_size,
-        max_position_embeddings=max(spec.max_position_embeddings,
-                                    int(ctx.target_config.get("max_position_embeddings") or 0)),
+        max_position_embeddings=output_limit(spec, ctx),
         tie_word_embeddings=False,
         torch_dtype=ctx.dtype_name,
     )
+    if cfg["max_position_embeddings"] > spec.max_position_embeddings:
+        cfg[SOURCE_LIMIT_KEY] = min(v for v in (spec.max_position_embeddings, spec.extra.get(SOURCE_LIMIT_KEY)) if v)
     if model_type in ("llama", "qwen3"):
         cfg["attention_bias"] = False  # explicit: no o_proj bias, and no q/k/v bias unless qkv_bias says so
         if spec.qkv_bias:  # vLLM's Llama layer takes q/k/v bias from `qkv_bias`, o_proj bias from `attention_bias`
@@ -156,6 +165,28 @@ def base_inner_config(spec: DraftSpec, ctx: OutputContext, *, architecture: str,
     if spec.head_kind.aux_states:
         cfg.update(eagle3_fields(spec), eagle_config=eagle3_nested(spec))
     return cfg
+
+
+def _rope_source(spec: DraftSpec) -> dict:
+    """The draft's RoPE keys: the spec's theta and scaling, and the source's rope_parameters (an mrope_section there
+    has no place in the spec)."""
+    return {"rope_theta": spec.rope_theta, "rope_scaling": spec.rope_scaling,
+            "rope_parameters": spec.extra.get("rope_parameters")}
+
+
+def output_limit(spec: DraftSpec, ctx: OutputContext) -> int:
+    """The output's max_position_embeddings: the target's when larger, unless the draft's frequencies follow it."""
+    source = {**_rope_source(spec), "max_position_embeddings": spec.max_position_embeddings}
+    if limit_sets_schedule(source):
+        return spec.max_position_embeddings
+    return max(spec.max_position_embeddings, int(text_limit(ctx.target_config) or 0))
+
+
+def text_limit(config: dict) -> int | None:
+    """A target's max_position_embeddings, from its text_config when it has one (a multimodal target)."""
+    nested = config.get("text_config")
+    return (nested if isinstance(nested, dict) else {}).get("max_position_embeddings") or \
+        config.get("max_position_embeddings")
 
 
 def eagle3_fields(spec: DraftSpec) -> dict:

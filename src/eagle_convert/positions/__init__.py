@@ -1,0 +1,1 @@
+"""Position limits and RoPE schedules, checked from configs alone before inspect, convert and bench."""
