@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..checkpoint.open import open_input
-from ..positions.checks import PositionOptions, PositionReport, check_positions, refuse_rope_errors
 from ..layouts import detect_layout
+from ..positions.checks import PositionOptions, PositionReport, check_positions, refuse_rope_errors
 from .settings import HubOptions
 
 

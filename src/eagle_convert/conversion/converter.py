@@ -10,11 +10,11 @@ from pathlib import Path
 from ..checkpoint.open import InputRef, absolute_if_local, open_input
 from ..draft.load import load_draft
 from ..errors import OutputPathError, UnsupportedConversionError
-from ..positions.checks import PositionOptions, check_positions, refuse_rope_errors
 from ..io.staging import remove_stale_staging
 from ..io.units import parse_size
 from ..layouts import get_layout
 from ..layouts.base import SOURCE_LIMIT_KEY
+from ..positions.checks import PositionOptions, check_positions, refuse_rope_errors
 from ..targets.read import read_target
 from .checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, check_out_path, compare_embeddings, compares_embeddings
 from .derive import FoldReport

@@ -11,8 +11,8 @@ from ..draft.load import DraftHead, load_draft
 from ..errors import EagleConvertError
 from ..io.safetensors import SAFETENSORS_CODES
 from ..layouts import LAYOUTS
-from ..targets.read import TargetInfo, read_target
 from ..positions.checks import PositionOptions, check_positions
+from ..targets.read import TargetInfo, read_target
 from .target import describe_target, looks_like_target
 
 HALF = {"float16", "bfloat16"}
