@@ -55,3 +55,12 @@ class VocabMap:
 
     def with_vocab_size(self, target_vocab_size: int) -> VocabMap:
         return VocabMap(self.target_ids, target_vocab_size)
+
+
+def config_vocab_size(config: dict) -> int | None:
+    """The vocabulary t2d is sized by: the config's, a VLM's text_config's (as SpecForge and speculators take it),
+    never the tokenizer's (Qwen pads 151 665 tokens to 151 936 rows)."""
+    text = config.get("text_config")
+    if isinstance(text, dict) and "vocab_size" in text:
+        return int(text["vocab_size"])
+    return int(config["vocab_size"]) if "vocab_size" in config else None
