@@ -94,8 +94,8 @@ def _t2d_findings(facts: MapFacts) -> list[Finding]:
         marked = torch.nonzero(t2d.to(torch.bool)).flatten()
         ids = _target_ids(facts.d2t)
         if marked.numel() != ids.unique().numel() or not torch.equal(marked, ids.unique()):
-            found.append(Finding("t2d-disagrees", True, f"t2d marks {marked.numel()} target ids, not exactly the "
-                                                        f"{ids.numel()} that d2t maps to"))
+            found.append(Finding("t2d-disagrees", True, f"t2d does not mark exactly the target ids that d2t maps to "
+                                                        f"(it marks {marked.numel()}, d2t maps {ids.numel()})"))
     return found
 
 

@@ -139,10 +139,14 @@ def _read_safetensors(path: Path) -> StoredMap:
         raise VocabMapError(f"{path} is not a readable safetensors file: {error}.", "Give an intact file.") from error
 
 
+def write_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """Through io/'s verified safetensors writer (each tensor reloaded and compared byte for byte)."""
+    write_safetensors(path, [OutTensor(k, v.dtype, tuple(v.shape)) for k, v in tensors.items()],
+                      lambda t: tensors[t.name])
+
+
 def _write_safetensors(vmap: VocabMap, folder: Path) -> None:
-    tensors = {"d2t": vmap.d2t(), "t2d": vmap.t2d()}
-    write_safetensors(folder / _names("safetensors", vmap.draft_vocab_size)[0],
-                      [OutTensor(k, v.dtype, tuple(v.shape)) for k, v in tensors.items()], lambda t: tensors[t.name])
+    write_tensors(folder / _names("safetensors", vmap.draft_vocab_size)[0], {"d2t": vmap.d2t(), "t2d": vmap.t2d()})
 
 
 FORMATS: dict[str, StorageFormat] = {f.name: f for f in (

@@ -10,13 +10,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import EagleConvertError
+from ..errors import ShapeMismatchError
 from .counts import TokenCounts
 from .map import VocabMap
 
 
-class VocabMapError(EagleConvertError, ValueError):
-    """A vocabulary map that cannot be built, read, written or applied as asked, or that fails its check."""
+class VocabMapError(ShapeMismatchError):
+    """A vocabulary map that cannot be built, read, written or applied as asked, or that fails its check (a kind of
+    shape mismatch: `convert` has always refused a bad map as one)."""
 
 
 @dataclass(frozen=True)
