@@ -246,3 +246,19 @@ def test_npy_pairs_are_read_without_pickles(tmp_path):
     numpy.save(tmp_path / "t2d-50.npy", numpy.array([object()], dtype=object), allow_pickle=True)
     run = run_cli("convert", tmp_path / "d2t-50.npy", "--format", "safetensors", "-o", tmp_path / "out")
     assert run.exit_code == 1 and "not a plain .npy" in run.stderr
+
+
+def test_inspect_reports_the_same_findings(head, tmp_path):
+    import eagle_convert
+
+    head_dir, tensors = head
+    freq, _ = _frequency_head(tmp_path, head_dir, tensors)
+    report = eagle_convert.inspect(str(freq))
+    assert [f["name"] for f in report.vocab_map] == ["not-ascending"]
+    assert any(n.startswith("vocab map not-ascending") for n in report.notes)
+    assert eagle_convert.inspect(str(head_dir)).vocab_map == []  # negative control: the trainer's head is clean
+    t = load_file(head_dir / "model.safetensors")
+    t["t2d"] = _disagree(t["d2t"], t["t2d"])[1]
+    save_file(t, head_dir / "model.safetensors")
+    problems = [p.what for p in eagle_convert.inspect(str(head_dir)).problems]
+    assert any(p.startswith("Vocab map t2d-disagrees") for p in problems)
