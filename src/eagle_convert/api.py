@@ -31,7 +31,8 @@ def bench(*args, **kwargs):
 
 
 __all__ = ["ConversionResult", "CountSettings", "InspectReport", "MapOutput", "MtpResult", "MtpSettings",
-           "VocabCheckReport", "VocabMapResult", "bench", "convert", "extract_mtp", "inspect", "vocab_build", "vocab_check", "vocab_convert"]
+           "VocabCheckReport", "VocabMapResult", "bench", "convert", "extract_mtp", "inspect", "vocab_build",
+           "vocab_check", "vocab_convert"]
 
 
 # `vocab-map`: draft vocabulary maps built (counting needs the chat renderer, benchmark/), converted, checked and
