@@ -19,7 +19,6 @@ import torch.nn.functional as F
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError
 from eagle_convert.runner.layers import (
     GetTensor,
-    RotaryTable,
     TreeAttention,
     as_positions,
     cast_reader,
@@ -27,9 +26,9 @@ from eagle_convert.runner.layers import (
     load_mlp,
     owned_copy,
     rms_norm,
-    rope_inv_freq,
 )
 from eagle_convert.runner.model import TargetOutput, rope_from_hf
+from eagle_convert.runner.rope import RotaryTable
 from eagle_convert.spec import DraftSpec, default_aux_layer_ids
 
 
@@ -73,7 +72,7 @@ class DraftHead:
                 f"Draft embedding has shape {tuple(self.embed_weight.shape)}, expected "
                 f"[{spec.vocab_size}, {spec.hidden_size}] (vocab, hidden).",
                 "Check that the draft head was trained for this target.")
-        self.rope = RotaryTable(rope_inv_freq(spec.head_dim, *head_rope(spec)), dtype, self.device)
+        self.rope = RotaryTable(spec.head_dim, *head_rope(spec), dtype, self.device)
         self.attention = load_attention(
             get, "layers.0.", num_heads=spec.num_attention_heads, num_kv_heads=spec.num_key_value_heads,
             head_dim=spec.head_dim, dtype=dtype, device=self.device, qkv_bias=spec.qkv_bias, qk_norm=spec.qk_norm,

@@ -8,49 +8,17 @@ keys at positions <= the query's). Rollback is therefore just the caller choosin
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
+if TYPE_CHECKING:
+    from eagle_convert.runner.rope import RotaryTable
+
 GetTensor = Callable[[str], torch.Tensor]
-
-
-def rope_inv_freq(head_dim: int, theta: float, scaling: dict | None) -> torch.Tensor:
-    """Inverse frequencies exactly as transformers computes them (float32, same operation order)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
-    if scaling is None:
-        return inv_freq
-    factor = scaling["factor"]
-    if scaling["rope_type"] == "linear":
-        return inv_freq / factor
-    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
-    old_context = scaling["original_max_position_embeddings"]
-    wavelen = 2 * math.pi / inv_freq
-    scaled = torch.where(wavelen > old_context / low, inv_freq / factor, inv_freq)
-    smooth = (old_context / wavelen - low) / (high - low)
-    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-    is_medium = ~(wavelen < old_context / high) * ~(wavelen > old_context / low)
-    return torch.where(is_medium, smoothed, scaled)
-
-
-class RotaryTable:
-    """cos/sin rows per position, computed in float32 and grown on demand."""
-
-    def __init__(self, inv_freq: torch.Tensor, dtype: torch.dtype, device: torch.device | str):
-        self.inv_freq = inv_freq.to(device)
-        self.dtype = dtype
-        self.cos = self.sin = torch.empty(0, 2 * len(inv_freq), dtype=dtype, device=device)
-
-    def __call__(self, positions: torch.Tensor, end: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if end > len(self.cos):
-            freqs = (torch.arange(max(end, 2 * len(self.cos)), device=self.inv_freq.device).float()[:, None]
-                     * self.inv_freq)
-            emb = torch.cat((freqs, freqs), dim=-1)
-            self.cos, self.sin = emb.cos().to(self.dtype), emb.sin().to(self.dtype)
-        return self.cos[positions], self.sin[positions]
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -147,9 +115,9 @@ class Attention:
         v = F.linear(x, self.v, self.v_bias).view(1, tokens, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = rms_norm(q, self.q_norm, self.eps), rms_norm(k, self.k_norm, self.eps)
+        cos, sin = rope(positions, end)  # before a tree's slot count replaces `end`: RoPE reads the reach
         if tree is not None:
             end = tree.end
-        cos, sin = rope(positions, end)
         q = apply_rope(q.transpose(1, 2), cos, sin)
         k = apply_rope(k.transpose(1, 2), cos, sin)
         if tree is None:

@@ -30,18 +30,17 @@ from eagle_convert.runner.layers import (
     Attention,
     GetTensor,
     Mlp,
-    RotaryTable,
     TreeAttention,
     as_positions,
     cast_reader,
     load_attention,
     load_mlp,
     rms_norm,
-    rope_inv_freq,
 )
 from eagle_convert.runner.moe import MoeMlp, is_moe_layer, load_moe
+from eagle_convert.runner.rope import REQUIRED_PARAMS, ROPE_TYPES, RotaryTable
 
-SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+SUPPORTED_ROPE_TYPES = tuple(ROPE_TYPES)
 
 
 def _unsupported(what: str) -> UnsupportedModelError:
@@ -112,9 +111,10 @@ class TargetConfig:
 
 
 def rope_from_hf(config: dict) -> tuple[float, dict | None]:
-    """(theta, scaling) from `rope_theta`/`rope_scaling` or transformers 5's `rope_parameters`.
-    As in transformers, `rope_scaling` wins over `rope_parameters`, and a theta inside the dict wins over the top
-    level."""
+    """(theta, scaling) from `rope_theta`/`rope_scaling` or transformers 5's `rope_parameters`, completed as
+    transformers' `standardize_rope_params` completes it. As in transformers, `rope_scaling` wins over
+    `rope_parameters`, and a theta inside the dict wins over the top level. The scaling dict carries what its type
+    needs from the config (original and current position limits), so runner/rope.py reads nothing else."""
     params = dict(config.get("rope_scaling") or config.get("rope_parameters") or {})
     theta = float(params.pop("rope_theta", None) or config.get("rope_theta") or 10000.0)
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
@@ -125,8 +125,18 @@ def rope_from_hf(config: dict) -> tuple[float, dict | None]:
         raise _unsupported("partial_rotary_factor != 1")
     if rope_type == "default":
         return theta, None
-    if rope_type == "llama3":
-        params.setdefault("original_max_position_embeddings", config.get("max_position_embeddings"))
+    max_len = config.get("max_position_embeddings")
+    if rope_type in ("llama3", "yarn", "longrope"):  # a top-level original limit wins (Phi-3's layout)
+        original = config.get("original_max_position_embeddings") or params.get("original_max_position_embeddings")
+        params["original_max_position_embeddings"] = original or max_len
+    if rope_type in ("yarn", "longrope") and params.get("factor") is None and max_len:
+        params["factor"] = max_len / params["original_max_position_embeddings"]
+    params["max_position_embeddings"] = max_len
+    needed = REQUIRED_PARAMS[rope_type] + {"dynamic": ("max_position_embeddings",)}.get(rope_type, ()) + (
+        ("factor", "original_max_position_embeddings") if rope_type in ("yarn", "longrope") else ())
+    missing = [key for key in needed if params.get(key) is None]
+    if missing:
+        raise _unsupported(f"rope_type {rope_type!r} without {', '.join(missing)} (a config transformers refuses)")
     return theta, {"rope_type": rope_type, **params}
 
 
@@ -178,7 +188,7 @@ class TargetModel:
         self.embed_weight = get("model.embed_tokens.weight")
         self.lm_head_weight = self.embed_weight if cfg.tie_word_embeddings else get("lm_head.weight")
         self.norm = get("model.norm.weight")
-        self.rope = RotaryTable(rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling), dtype, self.device)
+        self.rope = RotaryTable(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling, dtype, self.device)
         self.layers = []
         for i in range(cfg.num_hidden_layers):
             prefix = f"model.layers.{i}."
