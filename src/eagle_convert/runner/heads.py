@@ -27,6 +27,7 @@ from eagle_convert.runner.layers import (
     owned_copy,
     rms_norm,
 )
+from eagle_convert.runner.masks import ForwardMasks
 from eagle_convert.runner.model import TargetOutput, rope_from_hf
 from eagle_convert.runner.rope import RotaryTable
 from eagle_convert.spec import DraftSpec, default_aux_layer_ids
@@ -121,7 +122,7 @@ class Eagle1Head(DraftHead):
         positions, end = as_positions(positions, self.device)
         embedded = F.embedding(token_ids.to(self.device), self.embed_weight)
         x = F.linear(torch.cat([embedded, features.to(self.dtype)], dim=-1), self.fc, self.fc_bias)
-        y = x + self.attention(x, positions, end, self.rope, tree_attention)
+        y = x + self.attention(x, positions, end, self.rope, ForwardMasks.build(positions, end, tree_attention))
         predicted = y + self.mlp(rms_norm(y, self.post_norm, self.spec.rms_norm_eps))
         logits = F.linear(predicted[:, -1:] if last_logits_only else predicted, self.lm_head)
         return DraftOutput(logits=logits, hidden=predicted, fc_out=x)
@@ -213,12 +214,13 @@ class Eagle3Head(DraftHead):
         g_normed = rms_norm(g, self.hidden_norm, eps)
         residual = g_normed if self.spec.norm_before_residual else g
         attn_in = torch.cat([rms_norm(embedded, self.input_norm, eps), g_normed], dim=-1)
-        residual = residual + self.attention(attn_in, positions, end, self.rope, tree_attention)
+        masks = ForwardMasks.build(positions, end, tree_attention)  # one set for every layer
+        residual = residual + self.attention(attn_in, positions, end, self.rope, masks)
         h = self.mlp(rms_norm(residual, self.post_norm, eps))
         for layer in self.extra_layers:
             residual = h + residual
             residual = residual + layer.attention(rms_norm(residual, layer.input_norm, eps), positions, end, self.rope,
-                                                  tree_attention)
+                                                  masks)
             h = layer.mlp(rms_norm(residual, layer.post_norm, eps))
         o = h + residual
         if self.spec.norm_output:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from eagle_convert.runner.masks import ForwardMasks, attend
+
 if TYPE_CHECKING:
     from eagle_convert.runner.rope import RotaryTable
 
@@ -106,31 +108,24 @@ class Attention:
     sliding_window: int | None = None
 
     def __call__(self, x: torch.Tensor, positions: torch.Tensor, end: int, rope: RotaryTable,
-                 tree: TreeAttention | None = None) -> torch.Tensor:
+                 masks: TreeAttention | ForwardMasks | None = None) -> torch.Tensor:
         """x [1, T, in] at `positions` (ascending, last = end - 1) -> [1, T, hidden]; writes this layer's cache.
-        With `tree`, rows are written to tree.slots and see tree.mask instead (positions may repeat)."""
+        `masks`: the forward's shared ForwardMasks (built here when None); a tree's rows are written to its slots and
+        see its mask instead (positions may repeat)."""
+        if not isinstance(masks, ForwardMasks):
+            masks = ForwardMasks.build(positions, end, masks)
         tokens = x.shape[1]
         q = F.linear(x, self.q, self.q_bias).view(1, tokens, self.num_heads, self.head_dim)
         k = F.linear(x, self.k, self.k_bias).view(1, tokens, self.num_kv_heads, self.head_dim)
         v = F.linear(x, self.v, self.v_bias).view(1, tokens, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = rms_norm(q, self.q_norm, self.eps), rms_norm(k, self.k_norm, self.eps)
-        cos, sin = rope(positions, end)  # before a tree's slot count replaces `end`: RoPE reads the reach
-        if tree is not None:
-            end = tree.end
+        cos, sin = rope(positions, end)  # the forward's reach, not a tree's slot count (length-dependent RoPE)
         q = apply_rope(q.transpose(1, 2), cos, sin)
         k = apply_rope(k.transpose(1, 2), cos, sin)
-        if tree is None:
-            keys, values = self.cache.write(positions, end, k, v.transpose(1, 2))
-            key_positions = torch.arange(end, device=x.device)
-            mask = key_positions[None, :] <= positions[:, None]
-        else:
-            keys, values = self.cache.write(tree.slots, end, k, v.transpose(1, 2))
-            key_positions, mask = tree.key_positions, tree.mask
-        if self.sliding_window is not None:
-            # never in place: a tree mask is shared by every layer
-            mask = mask & (key_positions[None, :] > positions[:, None] - self.sliding_window)
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+        slots = positions if masks.tree is None else masks.tree.slots
+        keys, values = self.cache.write(slots, masks.end, k, v.transpose(1, 2))
+        out = attend(q, keys, values, masks.mask(self.sliding_window))
         return F.linear(out.transpose(1, 2).reshape(1, tokens, -1), self.o, self.o_bias)
 
 

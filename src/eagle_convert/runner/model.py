@@ -37,6 +37,7 @@ from eagle_convert.runner.layers import (
     load_mlp,
     rms_norm,
 )
+from eagle_convert.runner.masks import ForwardMasks
 from eagle_convert.runner.moe import MoeMlp, is_moe_layer, load_moe
 from eagle_convert.runner.rope import REQUIRED_PARAMS, ROPE_TYPES, RotaryTable
 
@@ -219,11 +220,11 @@ class TargetModel:
         positions, end = as_positions(positions, self.device)
         eps = self.config.rms_norm_eps
         h = F.embedding(input_ids.to(self.device), self.embed_weight)
-        aux = []
+        aux, masks = [], ForwardMasks.build(positions, end, tree_attention)  # one set of masks for every layer
         for i, layer in enumerate(self.layers):
             if i in self.aux_layer_ids:
                 aux.append(h)
-            h = h + layer.attention(rms_norm(h, layer.input_norm, eps), positions, end, self.rope, tree_attention)
+            h = h + layer.attention(rms_norm(h, layer.input_norm, eps), positions, end, self.rope, masks)
             h = h + layer.mlp(rms_norm(h, layer.post_norm, eps))
         hidden = rms_norm(h, self.norm, eps)
         logits = F.linear(hidden[:, -1:] if last_logits_only else hidden, self.lm_head_weight)
