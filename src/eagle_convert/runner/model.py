@@ -42,6 +42,9 @@ from eagle_convert.runner.moe import MoeMlp, is_moe_layer, load_moe
 from eagle_convert.runner.rope import REQUIRED_PARAMS, ROPE_TYPES, RotaryTable
 
 SUPPORTED_ROPE_TYPES = tuple(ROPE_TYPES)
+# Rows per prefill forward (runner/prefill.py): small enough that an 8k-32k prompt fits on a CPU (one chunk's
+# attention over every position before it is chunk x prompt scores per head), large enough for efficient matmuls.
+DEFAULT_PREFILL_CHUNK = 1024
 
 
 def _unsupported(what: str) -> UnsupportedModelError:
@@ -181,8 +184,10 @@ class TargetModel:
     """A Llama-family causal LM with a static per-position KV cache. Batch 1."""
 
     def __init__(self, config: dict, get_tensor: GetTensor, *, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str = "cpu", aux_layer_ids: Sequence[int] = ()):
+                 device: torch.device | str = "cpu", aux_layer_ids: Sequence[int] = (),
+                 prefill_chunk: int = DEFAULT_PREFILL_CHUNK):
         self.config = cfg = TargetConfig.from_hf(config)
+        self.prefill_chunk = prefill_chunk
         self.dtype, self.device = dtype, torch.device(device)
         self.aux_layer_ids = _checked_aux_ids(aux_layer_ids, cfg.num_hidden_layers)
         get = cast_reader(get_tensor, dtype, self.device)

@@ -22,6 +22,7 @@ import torch
 
 from eagle_convert.runner.heads import DraftHead, DraftOutput
 from eagle_convert.runner.model import TargetModel
+from eagle_convert.runner.prefill import prefill
 
 
 @dataclass
@@ -129,17 +130,12 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
     if k < 1 or max_new_tokens < 1 or not prompt_ids:
         raise ValueError("need k >= 1, max_new_tokens >= 1 and a non-empty prompt")
     eos, device, vocab = set(eos_ids), target.device, target.config.vocab_size
-    n = len(prompt_ids)
-    prompt = torch.tensor([prompt_ids], dtype=torch.int64, device=device)
-    out = target(prompt, range(n), last_logits_only=True)
-    last = choose_token(out.logits[0, -1], temperature, generator)
+    # Head context: row i = (target feature i, token i+1) at position i; the last row pairs f_{n-1} with `last`.
+    last, _, head_out = prefill(target, head, prompt_ids, lambda logits: choose_token(logits, temperature, generator))
     result = SpeculativeResult(tokens=[], k=k)
     if emit_tokens(result.tokens, [int(last)], eos, max_new_tokens):
         return result
-    # Head context: row i = (target feature i, token i+1) at position i; the last row pairs f_{n-1} with `last`.
-    head_tokens = torch.cat([prompt[0, 1:], last.view(1)]).view(1, -1)
-    head_out = head(head_tokens, head.target_feature(out), range(n), from_target=True, last_logits_only=True)
-    position = n  # position of `last`, the newest emitted token, which the target has not seen yet
+    position = len(prompt_ids)  # position of `last`, the newest emitted token, which the target has not seen yet
     while True:
         margins: list[torch.Tensor] = []
         draft_ids, draft_probs = draft_chain(head, head_out, position, k, vocab_size=vocab,
@@ -172,13 +168,12 @@ def plain_generate(target: TargetModel, prompt_ids: Sequence[int], *, max_new_to
     """The baseline: one target forward per token."""
     if max_new_tokens < 1 or not prompt_ids:
         raise ValueError("need max_new_tokens >= 1 and a non-empty prompt")
-    eos, device = set(eos_ids), target.device
-    n = len(prompt_ids)
-    logits = target(torch.tensor([prompt_ids], device=device), range(n), last_logits_only=True).logits
+    eos, n = set(eos_ids), len(prompt_ids)
+    token, _, _ = prefill(target, None, prompt_ids, lambda logits: choose_token(logits, temperature, generator))
     tokens: list[int] = []
     for position in range(n, n + max_new_tokens):
-        token = choose_token(logits[0, -1], temperature, generator)
         if emit_tokens(tokens, [int(token)], eos, max_new_tokens):
             return tokens
         logits = target(token.view(1, 1), range(position, position + 1), last_logits_only=True).logits
+        token = choose_token(logits[0, -1], temperature, generator)
     return tokens
