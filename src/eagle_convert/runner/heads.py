@@ -28,7 +28,7 @@ from eagle_convert.runner.layers import (
     rms_norm,
 )
 from eagle_convert.runner.masks import ForwardMasks
-from eagle_convert.runner.model import TargetOutput, rope_from_hf
+from eagle_convert.runner.model import TargetOutput, draft_sliding_windows, rope_from_hf
 from eagle_convert.runner.rope import RotaryTable
 from eagle_convert.spec import DraftSpec, default_aux_layer_ids
 
@@ -74,10 +74,12 @@ class DraftHead:
                 f"[{spec.vocab_size}, {spec.hidden_size}] (vocab, hidden).",
                 "Check that the draft head was trained for this target.")
         self.rope = RotaryTable(spec.head_dim, *head_rope(spec), dtype, self.device)
+        # the draft's own sliding window per layer (its config, kept whole in spec.extra); None = full attention
+        self.sliding_windows = draft_sliding_windows(spec.extra, spec.num_layers)
         self.attention = load_attention(
             get, "layers.0.", num_heads=spec.num_attention_heads, num_kv_heads=spec.num_key_value_heads,
             head_dim=spec.head_dim, dtype=dtype, device=self.device, qkv_bias=spec.qkv_bias, qk_norm=spec.qk_norm,
-            eps=spec.rms_norm_eps)
+            eps=spec.rms_norm_eps, sliding_window=self.sliding_windows[0])
         self.post_norm = get("layers.0.post_attention_layernorm.weight")
         self.mlp = load_mlp(get, "layers.0.")
 
@@ -181,7 +183,7 @@ class Eagle3Head(DraftHead):
         spec, p = self.spec, f"layers.{index}."
         attention = load_attention(get, p, num_heads=spec.num_attention_heads, num_kv_heads=spec.num_key_value_heads,
                                    head_dim=spec.head_dim, dtype=self.dtype, device=self.device, qk_norm=spec.qk_norm,
-                                   eps=spec.rms_norm_eps)
+                                   eps=spec.rms_norm_eps, sliding_window=self.sliding_windows[index])
         return PlainLayer(get(p + "input_layernorm.weight"), attention, get(p + "post_attention_layernorm.weight"),
                           load_mlp(get, p))
 

@@ -158,6 +158,21 @@ def _sliding_windows(sliding: str | None, config: dict, layers: int) -> tuple[in
     return (None,) * layers
 
 
+def draft_sliding_windows(config: dict, layers: int) -> tuple[int | None, ...]:
+    """A draft head's window per layer, from its own config: explicit `layer_types` name its sliding layers (as vLLM
+    reads a Llama draft's, speculators' sliding-window drafts, and transformers' Qwen2); without them, its family's
+    rule (mistral: every layer; qwen2/qwen3: use_sliding_window). A `use_sliding_window: false` beside a nominal
+    window (Qwen2 configs carry one) means none."""
+    window = config.get("sliding_window")
+    if not window or config.get("use_sliding_window") is False:
+        return (None,) * layers
+    types = config.get("layer_types")
+    if types:
+        return tuple(window if i < len(types) and types[i] == "sliding_attention" else None for i in range(layers))
+    row = ARCHITECTURES.get(config.get("model_type"))
+    return _sliding_windows(row.sliding if row else None, config, layers)
+
+
 def _checked_aux_ids(aux_layer_ids: Sequence[int], num_layers: int) -> tuple[int, ...]:
     ids = tuple(aux_layer_ids)
     if any(not 0 <= i < num_layers for i in ids) or len(set(ids)) < len(ids):
