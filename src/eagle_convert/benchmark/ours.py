@@ -14,6 +14,7 @@ from ..conversion.validate import check_sizes
 from ..engines.ours import OursEngine, PlainEngine
 from ..runner.heads import aux_layer_ids_for, build_draft_head
 from ..runner.model import TargetModel
+from ..runner.precision import runtime_environment
 from ..runner.text_model import runner_target
 from ..runner.trees.shapes import TreeShape, check_tree_for_head
 from ..spec import DraftSpec
@@ -53,6 +54,7 @@ def bench_target(target: Checkpoint, head: Head, decode: DecodeSettings, shape: 
 
     report = _bench_head(session, model, spec, get_tensor, shape, decode, baseline=baseline, progress=progress)
     report.settings = settings(spec, model, baseline)
+    report.environment = runtime_environment(device)
     if reference is not None:
         ref_spec, ref_get = reference
         ref_model = model.with_aux_layer_ids(aux_layer_ids_for(ref_spec, num_layers))
@@ -71,10 +73,12 @@ def _bench_head(session: Session, target: TargetModel, spec: DraftSpec, get_tens
     check_tree_for_head(shape, spec.vocab_size if head.draft_to_target is None else len(head.draft_to_target))
     engine, plain = OursEngine(target, head, shape), PlainEngine(target) if baseline else None
     request = dict(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, seed=decode.seed)
-    first = session.prompts[0]
-    warm_ids = session.encode([{"role": "user", "content": first.turns[0]}], first)
+    first_turns = [session.encode([{"role": "user", "content": p.turns[0]}], p) for p in session.prompts]
+    # room for the longest first turn, its answer and one round's rows; later turns may still grow the caches
+    longest = max(map(len, first_turns)) + decode.max_new_tokens + 2 * (shape.nodes + 1)
     for runner in filter(None, (engine, plain)):
-        runner.warm_up(warm_ids, stop_token_ids=session.eos, **request)
+        runner.reserve(longest)
+        runner.warm_up(first_turns[0], stop_token_ids=session.eos, **request)
     run = run_conversations(session, engine, shape, progress=progress, **request)
     if plain is not None:
         run_baseline(run, plain, eos=session.eos, **request)

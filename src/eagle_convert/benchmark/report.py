@@ -88,6 +88,7 @@ class BenchReport:
     engine: dict | None = None  # bench --engine vllm / --engine-url: which engine ran, how, and its own counters
     min_acceptance_length: float | None = None  # the τ floor asked for (gate.min_acceptance_length; None: none)
     compare: dict | None = None  # --compare: {ours: {settings, overall}, rows} (compare.py)
+    environment: dict | None = None  # our runner: device, versions, TF32 and SDPA backends (runner/precision.py)
 
     @property
     def passed(self) -> bool:
@@ -130,4 +131,6 @@ class BenchReport:
                                              for p in self.reference.prompts]}
         if self.compare is not None:
             data["compare"] = self.compare
+        if self.environment is not None:
+            data["environment"] = self.environment
         return data

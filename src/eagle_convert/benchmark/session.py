@@ -36,6 +36,9 @@ come.
              null}  (gates.py; no checks: passed)
   engine (only when an engine decoded: bench --engine vllm / --engine-url): which engine ran, how, its counters
   compare (only with --compare): {ours: {settings, overall}, rows: [per prompt, compare.py]}
+  environment (our runner only): {device, device_name, torch, python, threads, float32_matmul_precision,
+             TORCH_ALLOW_TF32_CUBLAS_OVERRIDE, sdpa_backends; on CUDA also capability, cuda, cudnn, tf32_matmul,
+             tf32_cudnn}  (runner/precision.py)
   reference (only with a reference draft): {settings, overall: {acceptance}, prompts: [{id, category, acceptance,
              accepted_per_round}]}
   acceptance = {k, histogram, drafts, drafted, accepted, mean_acceptance_length (tau), acceptance_rate,

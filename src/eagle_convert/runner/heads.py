@@ -83,6 +83,12 @@ class DraftHead:
         self.post_norm = get("layers.0.post_attention_layernorm.weight")
         self.mlp = load_mlp(get, "layers.0.")
 
+    def reserve(self, positions: int) -> None:
+        """Every layer's cache allocated for `positions` now (see KVCache.reserve)."""
+        self.attention.cache.reserve(positions)
+        for layer in getattr(self, "extra_layers", ()):
+            layer.attention.cache.reserve(positions)
+
     def target_feature(self, out: TargetOutput) -> torch.Tensor:
         raise NotImplementedError
 

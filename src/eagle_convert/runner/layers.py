@@ -59,6 +59,11 @@ class KVCache:
         self.v.index_copy_(2, positions, v)
         return self.k[:, :, :end], self.v[:, :, :end]
 
+    def reserve(self, slots: int) -> None:
+        """Allocate room for `slots` positions now (a bench, before its clock starts), so no write grows the cache."""
+        if slots > self.capacity:
+            self._grow(slots)
+
     def _grow(self, capacity: int) -> None:
         with torch.inference_mode(False):  # see the class docstring
             extra = capacity - self.capacity

@@ -39,6 +39,7 @@ from eagle_convert.runner.layers import (
 )
 from eagle_convert.runner.masks import ForwardMasks
 from eagle_convert.runner.moe import MoeMlp, is_moe_layer, load_moe
+from eagle_convert.runner.precision import pin_exact_fp32
 from eagle_convert.runner.rope import REQUIRED_PARAMS, ROPE_TYPES, RotaryTable
 
 SUPPORTED_ROPE_TYPES = tuple(ROPE_TYPES)
@@ -204,6 +205,7 @@ class TargetModel:
         self.config = cfg = TargetConfig.from_hf(config)
         self.prefill_chunk = prefill_chunk
         self.dtype, self.device = dtype, torch.device(device)
+        pin_exact_fp32(self.device, dtype)  # fp32 on a GPU means fp32: TF32 off (runner/precision.py)
         self.aux_layer_ids = _checked_aux_ids(aux_layer_ids, cfg.num_hidden_layers)
         get = cast_reader(get_tensor, dtype, self.device)
         self.embed_weight = get("model.embed_tokens.weight")
@@ -221,6 +223,11 @@ class TargetModel:
                    else load_mlp(get, prefix, cfg.mlp_bias))
             self.layers.append(_Layer(get(prefix + "input_layernorm.weight"), attention,
                                       get(prefix + "post_attention_layernorm.weight"), mlp))
+
+    def reserve(self, positions: int) -> None:
+        """Every layer's cache allocated for `positions` now (see KVCache.reserve)."""
+        for layer in self.layers:
+            layer.attention.cache.reserve(positions)
 
     def with_aux_layer_ids(self, aux_layer_ids: Sequence[int]) -> TargetModel:
         """The same model (weights and caches shared) returning the inputs of other aux layers: two heads that read

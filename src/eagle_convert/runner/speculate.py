@@ -90,11 +90,26 @@ def verify(target: TargetModel, last_token: torch.Tensor, draft_ids: torch.Tenso
 def accept_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor) -> tuple[int, int]:
     """(a, next): a = longest prefix of drafts equal to the target's argmax rows; next = the argmax after it."""
     target_ids = target_logits.argmax(-1).tolist()
-    drafts = draft_ids.tolist()
+    accepted = longest_agreeing_prefix(draft_ids.tolist(), target_ids)
+    return accepted, target_ids[accepted]
+
+
+def read_greedy_round(draft_ids: torch.Tensor, target_logits: torch.Tensor,
+                      margins: list[torch.Tensor]) -> tuple[list[int], list[int], list[float]]:
+    """(drafts, the target's argmax rows, margins) in ONE device-to-host copy: on a GPU each read is a sync that
+    drains the queue, and a round needs only this one. Ids travel as float64, exact far beyond any vocabulary."""
+    k = len(draft_ids)
+    parts = [draft_ids.double(), target_logits.argmax(-1).double()] + ([torch.stack(margins).double()] if margins
+                                                                       else [])
+    values = torch.cat(parts).tolist()
+    return [int(x) for x in values[:k]], [int(x) for x in values[k:2 * k + 1]], values[2 * k + 1:]
+
+
+def longest_agreeing_prefix(drafts: list[int], target_ids: list[int]) -> int:
     accepted = 0
     while accepted < len(drafts) and drafts[accepted] == target_ids[accepted]:
         accepted += 1
-    return accepted, target_ids[accepted]
+    return accepted
 
 
 def accept_sampled(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor,
@@ -141,20 +156,25 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
         draft_ids, draft_probs = draft_chain(head, head_out, position, k, vocab_size=vocab,
                                              temperature=temperature, generator=generator, margins=margins)
         checked = verify(target, last, draft_ids, position)
-        if temperature == 0:
-            accepted, next_token = accept_greedy(draft_ids, checked.logits[0])
-            result.drafted_per_round.append(draft_ids.tolist())
-            result.margins_per_round.append(torch.stack(margins).tolist())
+        if temperature == 0:  # one host-device sync per round (read_greedy_round)
+            drafts, target_ids, margin_values = read_greedy_round(draft_ids, checked.logits[0], margins)
+            accepted = longest_agreeing_prefix(drafts, target_ids)
+            result.drafted_per_round.append(drafts)
+            result.margins_per_round.append(margin_values)
+            new = drafts[:accepted] + [target_ids[accepted]]
+            # built on the device from what it already holds: no host-to-device copy either
+            bonus = checked.logits[0, accepted].argmax(-1, keepdim=True)
+            new_ids = torch.cat([draft_ids[:accepted], bonus]).view(1, -1)
         else:
             accepted, next_token = accept_sampled(draft_ids, draft_probs,
                                                   token_probs(checked.logits[0], temperature), generator)
+            new = draft_ids[:accepted].tolist() + [next_token]
+            new_ids = torch.tensor([new], dtype=torch.int64, device=device)
         result.accepted_per_round.append(accepted)
-        new = draft_ids[:accepted].tolist() + [next_token]
         if emit_tokens(result.tokens, new, eos, max_new_tokens):
             return result
         # Extend the head with the target's features at positions position..position+accepted, each paired with the
         # token one position later: the accepted drafts and then next_token.
-        new_ids = torch.tensor([new], dtype=torch.int64, device=device)
         features = head.target_feature(checked)[:, : accepted + 1]
         head_out = head(new_ids, features, range(position, position + accepted + 1), from_target=True,
                         last_logits_only=True)
