@@ -4,7 +4,8 @@ baseline, and optionally the reference head (--reference-draft) on the same load
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -44,7 +45,7 @@ def bench_target(target: Checkpoint, head: Head, decode: DecodeSettings, shape: 
     session.check_first_turns(decode.max_new_tokens)
     num_layers = view.config["num_hidden_layers"]
     spec, get_tensor = head
-    model = load_target(target, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids_for(spec, num_layers))
+    model = _load_target(target, dtype, device, aux_layer_ids_for(spec, num_layers))
 
     def settings(spec: DraftSpec, model: TargetModel, baseline: bool) -> dict:
         return report_settings(target_path, shape, decode, device=str(device),
@@ -83,3 +84,28 @@ def _bench_head(session: Session, target: TargetModel, spec: DraftSpec, get_tens
     if plain is not None:
         run_baseline(run, plain, eos=session.eos, **request)
     return BenchReport(settings={}, prompts=run.prompts)
+
+
+_loaded: dict | None = None  # inside targets_loaded_once: (folder, dtype, device) -> the target loaded there
+
+
+@contextmanager
+def targets_loaded_once() -> Iterator[None]:
+    """Within: benches of the same target folder, dtype and device share one loaded target (`bench --tree-sweep`
+    runs one pair under many shapes). Sharing its caches is safe: every forward writes a position before any query
+    reads it (runner/layers.py)."""
+    global _loaded
+    outer, _loaded = _loaded, {}
+    try:
+        yield
+    finally:
+        _loaded = outer
+
+
+def _load_target(target: Checkpoint, dtype: torch.dtype, device: torch.device, aux_layer_ids) -> TargetModel:
+    if _loaded is None:
+        return load_target(target, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids)
+    key = (str(target.label), dtype, str(device))
+    if key not in _loaded:
+        _loaded[key] = load_target(target, dtype=dtype, device=device)
+    return _loaded[key].with_aux_layer_ids(aux_layer_ids)
