@@ -125,7 +125,7 @@ class Attention:
         v = F.linear(x, self.v, self.v_bias).view(1, tokens, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = rms_norm(q, self.q_norm, self.eps), rms_norm(k, self.k_norm, self.eps)
-        cos, sin = rope(positions, end)  # the forward's reach, not a tree's slot count (length-dependent RoPE)
+        cos, sin = rope(positions, end, masks.end)  # the reach; a tree's slot count bounds its positions
         q = apply_rope(q.transpose(1, 2), cos, sin)
         k = apply_rope(k.transpose(1, 2), cos, sin)
         slots = positions if masks.tree is None else masks.tree.slots

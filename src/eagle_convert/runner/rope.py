@@ -122,12 +122,14 @@ class RotaryTable:
         self.original_length = self.longest_seen = original
         self.cos = self.sin = torch.empty(0, head_dim, dtype=dtype, device=self.device)
 
-    def __call__(self, positions: torch.Tensor, end: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos/sin [T, head_dim] at `positions`; `end` = the forward's last position + 1 (its reach)."""
+    def __call__(self, positions: torch.Tensor, end: int, room: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin [T, head_dim] at `positions`; `end` = the forward's last row's position + 1 (its reach); `room`:
+        a bound on every position + 1 where rows are not ascending (a tree's slot count)."""
         if self.rope_type in LENGTH_DEPENDENT:
             return self._rows(self._frequencies_for(end), positions)
-        if end > len(self.cos):
-            self.cos, self.sin = self._rows(self.inv_freq, torch.arange(max(end, 2 * len(self.cos)),
+        size = max(end, room)
+        if size > len(self.cos):
+            self.cos, self.sin = self._rows(self.inv_freq, torch.arange(max(size, 2 * len(self.cos)),
                                                                         device=self.device))
         return self.cos[positions], self.sin[positions]
 
