@@ -9,7 +9,8 @@ Model: random weights with SmolLM2-135M's attention shape (hidden 576, 9 query /
 and `--layers` layers, vocab 8192 (the LM head does not scale with the prompt), fp32 unless `--dtype`.
 
 Usage: python scripts/bench/bench_long_context.py [--baseline-src /tmp/old/src] [--lengths 2048,8192,16384]
-       [--baseline-lengths 2048,8192] [--threads 1] [--json out.json]
+       [--baseline-lengths 2048,8192] [--repeat 2] [--threads 1] [--json out.json]
+(before and after alternate per measurement, so that both see the same machine load)
 """
 
 from __future__ import annotations
@@ -105,6 +106,18 @@ def measure(src: str, kind: str, length: int, args) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def summarize(results: list[dict]) -> dict:
+    """Median time, largest peak over the repeats; the first error if any run failed."""
+    failed = [r for r in results if "error" in r]
+    if failed:
+        return failed[0]
+    out = {"runs": len(results)}
+    for key in results[0]:
+        values = [r[key] for r in results]
+        out[key] = statistics.median(values) if key in ("seconds", "step_ms") else max(values)
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--src", default=str(REPO / "src"))
@@ -114,6 +127,7 @@ def main() -> None:
     p.add_argument("--capacities", default="1024,32768", help="allocated KV lengths for the decode step")
     p.add_argument("--fill", type=int, default=512, help="filled positions for the decode step")
     p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--repeat", type=int, default=1, help="runs per measurement and version (median time)")
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--dtype", default="float32")
@@ -126,19 +140,23 @@ def main() -> None:
         args.kind = args.worker
         print(json.dumps(worker(args)))
         return
-    versions = [("after", args.src, args.lengths)]
+    versions = {"after": (args.src, args.lengths)}
     if args.baseline_src:
-        versions.insert(0, ("before", args.baseline_src, args.baseline_lengths))
+        versions = {"before": (args.baseline_src, args.baseline_lengths)} | versions
+    plan = sorted({("prefill", int(n)) for _, lengths in versions.values() for n in lengths.split(",") if n}
+                  | {("decode", int(n)) for n in args.capacities.split(",") if n})
     rows = []
-    for name, src, lengths in versions:
-        for length in (int(x) for x in lengths.split(",") if x):
-            rows.append({"code": name, "kind": "prefill", "length": length, **measure(src, "prefill", length, args)})
-            print(json.dumps(rows[-1]), flush=True)
-        for capacity in (int(x) for x in args.capacities.split(",") if x):
-            rows.append({"code": name, "kind": "decode", "length": capacity, **measure(src, "decode", capacity, args)})
+    for kind, length in plan:  # before and after alternate, so both see the same load
+        runs = {name: [] for name, (_, lengths) in versions.items()
+                if kind == "decode" or str(length) in lengths.split(",")}
+        for _ in range(args.repeat):
+            for name in runs:
+                runs[name].append(measure(versions[name][0], kind, length, args))
+        for name, results in runs.items():
+            rows.append({"code": name, "kind": kind, "length": length, **summarize(results)})
             print(json.dumps(rows[-1]), flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+        args.json.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1, default=str))
 
 
 if __name__ == "__main__":
