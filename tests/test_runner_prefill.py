@@ -90,4 +90,4 @@ def test_sdpa_gets_no_mask_where_causality_suffices(monkeypatch):
     assert calls == [(False, False)] * 3 and built == []
     calls.clear()
     model(torch.arange(4).view(1, 4), range(7, 11))
-    assert calls == [(True, False)] * 3 and built == [None]
+    assert calls == [(True, False)] * 3 and built == [None]  # one mask for the three layers

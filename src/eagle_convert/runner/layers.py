@@ -130,7 +130,7 @@ class Attention:
         k = apply_rope(k.transpose(1, 2), cos, sin)
         slots = positions if masks.tree is None else masks.tree.slots
         keys, values = self.cache.write(slots, masks.end, k, v.transpose(1, 2))
-        out = attend(q, keys, values, masks.mask(self.sliding_window))
+        out = attend(q, keys, values, masks.mask(self.sliding_window, self.num_heads // self.num_kv_heads))
         return F.linear(out.transpose(1, 2).reshape(1, tokens, -1), self.o, self.o_bias)
 
 

@@ -35,17 +35,19 @@ class ForwardMasks:
     def build(cls, positions: torch.Tensor, end: int, tree: TreeAttention | None = None) -> ForwardMasks:
         return cls(positions, tree.end if tree is not None else end, tree)
 
-    def mask(self, window: int | None) -> torch.Tensor | str:
-        """NO_MASK, CAUSAL, or the boolean mask [T, end] for layers with this sliding window (None: full)."""
+    def mask(self, window: int | None, group: int = 1) -> torch.Tensor | str:
+        """NO_MASK, CAUSAL, or the boolean mask for layers with this sliding window (None: full): [T, end], repeated
+        `group` times along the rows for queries folded by head group (see attend)."""
         rows = len(self.positions)
         if self.tree is None and (window is None or self.end <= window):  # no key lies outside any row's window
             if rows == 1:
                 return NO_MASK
             if rows == self.end:
                 return CAUSAL
-        if window not in self._built:
-            self._built[window] = self._boolean(window)
-        return self._built[window]
+        if (window, group) not in self._built:
+            self._built[window, group] = (self._boolean(window) if group == 1
+                                          else self.mask(window).repeat(group, 1))
+        return self._built[window, group]
 
     def _boolean(self, window: int | None) -> torch.Tensor:
         if self.tree is not None:
@@ -60,7 +62,7 @@ class ForwardMasks:
 
 def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | str) -> torch.Tensor:
     """q [1, H, T, d], keys/values [1, KV, end, d] (H a multiple of KV, query head h served by kv head h // G) ->
-    [1, H, T, d]."""
+    [1, H, T, d]. A boolean mask comes already folded: [G * T, end] (ForwardMasks.mask(window, G))."""
     _, heads, rows, dim = q.shape
     group = heads // keys.shape[1]
     if isinstance(mask, str) and mask == CAUSAL:
@@ -71,5 +73,5 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torc
     if isinstance(mask, str):
         out = F.scaled_dot_product_attention(folded, keys, values)
     else:
-        out = F.scaled_dot_product_attention(folded, keys, values, attn_mask=mask.repeat(group, 1))
+        out = F.scaled_dot_product_attention(folded, keys, values, attn_mask=mask)
     return out.reshape(1, heads, rows, dim)
