@@ -96,7 +96,7 @@ def test_last_logits_only():
 @pytest.mark.parametrize("overrides, named", [
     ({"model_type": "gemma", "architectures": ["GemmaForCausalLM"]}, "'gemma'"),
     ({"architectures": ["LlamaForSequenceClassification"]}, "LlamaForSequenceClassification"),
-    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "'yarn'"),
+    ({"rope_scaling": {"rope_type": "proportional", "rope_theta": 1e4}}, "'proportional'"),
     ({"hidden_act": "gelu"}, "'gelu'"),
 ])
 def test_unsupported_architecture_is_a_typed_error(overrides, named):

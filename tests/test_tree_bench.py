@@ -137,3 +137,16 @@ def test_sweep_ranks_shapes_and_names_serve_flags(agree):
     assert result["best_for_vllm"]["shape"] in ("chain k=2", "static uniform 1-1-1-1 (4 nodes)")
     assert result["best_for_vllm"]["serve_flags"]["vllm"].startswith('"num_speculative_tokens": ')
     assert "vLLM speculative_config" in sweep_table(result)
+
+
+def test_sweep_loads_the_target_once(agree, monkeypatch):
+    from eagle_convert.benchmark import ours
+    from eagle_convert.benchmark.sweep import run_sweep, uniform_tree
+
+    loads = []
+    real = ours.load_target
+    monkeypatch.setattr(ours, "load_target", lambda *a, **kw: loads.append(1) or real(*a, **kw))
+    result = run_sweep(str(agree / "target"), str(agree / "head"), k=2, prompts=PROMPTS, num_prompts=1,
+                       max_new_tokens=8, shapes=[uniform_tree((1, 1)), uniform_tree((2, 2))])
+    assert len(result["rows"]) == 3 and len(loads) == 1
+    assert [r["tau"] for r in result["rows"]] == [3.0, 3.0, 3.0]  # a shared target still decodes every shape right

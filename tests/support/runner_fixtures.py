@@ -169,10 +169,12 @@ def random_head_weights(spec: DraftSpec, seed: int) -> dict[str, torch.Tensor]:
 
 
 def build_pair(config: dict, target_weights: dict, spec: DraftSpec, head_weights: dict, *, aux_layer_ids=(),
-               lm_head: torch.Tensor | None = None, dtype=torch.float32):
-    target = TargetModel(config, strict_getter(target_weights), dtype=dtype, aux_layer_ids=aux_layer_ids)
+               lm_head: torch.Tensor | None = None, dtype=torch.float32, device="cpu"):
+    target = TargetModel(config, strict_getter(target_weights), dtype=dtype, aux_layer_ids=aux_layer_ids,
+                         device=device)
     head = build_draft_head(spec, strict_getter(head_weights), target_embedding=target.embed_weight,
-                            target_lm_head=target.lm_head_weight if lm_head is None else lm_head, dtype=dtype)
+                            target_lm_head=target.lm_head_weight if lm_head is None else lm_head, dtype=dtype,
+                            device=device)
     return target, head
 
 

@@ -72,11 +72,11 @@ def exact_marginals(target, ids: list[int], temperature: float, positions: int, 
     return exact
 
 
-def partially_agreeing_pair(seed: int):
+def partially_agreeing_pair(seed: int, **placement):
     """The agreeing head on a target given a little attention: rounds end at every depth, off the first path too."""
     config, weights = memoryless_target(seed=seed, vocab=64)
     spec, head_weights = agreeing_eagle1_head(config, weights, seed=seed)
     hidden = config["hidden_size"]
     weights["model.layers.0.self_attn.o_proj.weight"] = 0.1 * torch.randn(
         hidden, hidden, generator=torch.Generator().manual_seed(seed))
-    return build_pair(config, weights, spec, head_weights)
+    return build_pair(config, weights, spec, head_weights, **placement)  # placement: dtype, device

@@ -4,7 +4,8 @@ baseline, and optionally the reference head (--reference-draft) on the same load
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -14,6 +15,7 @@ from ..conversion.validate import check_sizes
 from ..engines.ours import OursEngine, PlainEngine
 from ..runner.heads import aux_layer_ids_for, build_draft_head
 from ..runner.model import TargetModel
+from ..runner.precision import runtime_environment
 from ..runner.text_model import runner_target
 from ..runner.trees.shapes import TreeShape, check_tree_for_head
 from ..spec import DraftSpec
@@ -43,7 +45,7 @@ def bench_target(target: Checkpoint, head: Head, decode: DecodeSettings, shape: 
     session.check_first_turns(decode.max_new_tokens)
     num_layers = view.config["num_hidden_layers"]
     spec, get_tensor = head
-    model = load_target(target, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids_for(spec, num_layers))
+    model = _load_target(target, dtype, device, aux_layer_ids_for(spec, num_layers))
 
     def settings(spec: DraftSpec, model: TargetModel, baseline: bool) -> dict:
         return report_settings(target_path, shape, decode, device=str(device),
@@ -53,6 +55,7 @@ def bench_target(target: Checkpoint, head: Head, decode: DecodeSettings, shape: 
 
     report = _bench_head(session, model, spec, get_tensor, shape, decode, baseline=baseline, progress=progress)
     report.settings = settings(spec, model, baseline)
+    report.environment = runtime_environment(device)
     if reference is not None:
         ref_spec, ref_get = reference
         ref_model = model.with_aux_layer_ids(aux_layer_ids_for(ref_spec, num_layers))
@@ -71,11 +74,38 @@ def _bench_head(session: Session, target: TargetModel, spec: DraftSpec, get_tens
     check_tree_for_head(shape, spec.vocab_size if head.draft_to_target is None else len(head.draft_to_target))
     engine, plain = OursEngine(target, head, shape), PlainEngine(target) if baseline else None
     request = dict(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, seed=decode.seed)
-    first = session.prompts[0]
-    warm_ids = session.encode([{"role": "user", "content": first.turns[0]}], first)
+    first_turns = [session.encode([{"role": "user", "content": p.turns[0]}], p) for p in session.prompts]
+    # room for the longest first turn, its answer and one round's rows; later turns may still grow the caches
+    longest = max(map(len, first_turns)) + decode.max_new_tokens + 2 * (shape.nodes + 1)
     for runner in filter(None, (engine, plain)):
-        runner.warm_up(warm_ids, stop_token_ids=session.eos, **request)
+        runner.reserve(longest)
+        runner.warm_up(first_turns[0], stop_token_ids=session.eos, **request)
     run = run_conversations(session, engine, shape, progress=progress, **request)
     if plain is not None:
         run_baseline(run, plain, eos=session.eos, **request)
     return BenchReport(settings={}, prompts=run.prompts)
+
+
+_loaded: dict | None = None  # inside targets_loaded_once: (folder, dtype, device) -> the target loaded there
+
+
+@contextmanager
+def targets_loaded_once() -> Iterator[None]:
+    """Within: benches of the same target folder, dtype and device share one loaded target (`bench --tree-sweep`
+    runs one pair under many shapes). Sharing its caches is safe: every forward writes a position before any query
+    reads it (runner/layers.py)."""
+    global _loaded
+    outer, _loaded = _loaded, {}
+    try:
+        yield
+    finally:
+        _loaded = outer
+
+
+def _load_target(target: Checkpoint, dtype: torch.dtype, device: torch.device, aux_layer_ids) -> TargetModel:
+    if _loaded is None:
+        return load_target(target, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids)
+    key = (str(target.label), dtype, str(device))
+    if key not in _loaded:
+        _loaded[key] = load_target(target, dtype=dtype, device=device)
+    return _loaded[key].with_aux_layer_ids(aux_layer_ids)

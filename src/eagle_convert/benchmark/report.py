@@ -89,6 +89,7 @@ class BenchReport:
     min_acceptance_length: float | None = None  # the τ floor asked for (gate.min_acceptance_length; None: none)
     compare: dict | None = None  # --compare: {ours: {settings, overall}, rows} (compare.py)
     positions: dict | None = None  # the position and RoPE checks run before the bench (positions/checks.py)
+    environment: dict | None = None  # our runner: device, versions, TF32 and SDPA backends (runner/precision.py)
 
     @property
     def passed(self) -> bool:
@@ -133,4 +134,6 @@ class BenchReport:
             data["compare"] = self.compare
         if self.positions is not None:
             data["positions"] = self.positions
+        if self.environment is not None:
+            data["environment"] = self.environment
         return data

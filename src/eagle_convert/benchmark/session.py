@@ -38,6 +38,9 @@ come.
   compare (only with --compare): {ours: {settings, overall}, rows: [per prompt, compare.py]}
   positions (only when the draft's config was read): the position and RoPE checks run before the bench
              (positions/checks.py; keys in docs/long-context.md)
+  environment (our runner only): {device, device_name, torch, python, threads, float32_matmul_precision,
+             TORCH_ALLOW_TF32_CUBLAS_OVERRIDE, sdpa_backends; on CUDA also capability, cuda, cudnn, tf32_matmul,
+             tf32_cudnn}  (runner/precision.py)
   reference (only with a reference draft): {settings, overall: {acceptance}, prompts: [{id, category, acceptance,
              accepted_per_round}]}
   acceptance = {k, histogram, drafts, drafted, accepted, mean_acceptance_length (tau), acceptance_rate,

@@ -56,11 +56,18 @@ def _row(name: str, shape: dict, data: dict, baseline_rate: float | None) -> dic
 def run_sweep(target: str, draft: str, *, k: int, prompts, num_prompts: int, shapes: list[TreeShape] | None = None,
               **bench_kwargs) -> dict:
     """Bench the chain and every shape; returns {baseline_tokens_per_s, rows, best, best_static}."""
-    from .api import bench
+    from .ours import targets_loaded_once  # torch model code loads only when a sweep runs
     from .session import BUILTIN_PROMPTS, load_prompts
 
     subset = (list(BUILTIN_PROMPTS) if prompts is None else load_prompts(prompts) if isinstance(prompts, str)
               else list(prompts))[:num_prompts]
+    with targets_loaded_once():  # one target load for the whole grid
+        return _sweep(target, draft, k=k, subset=subset, shapes=shapes, **bench_kwargs)
+
+
+def _sweep(target: str, draft: str, *, k: int, subset: list, shapes: list[TreeShape] | None, **bench_kwargs) -> dict:
+    from .api import bench
+
     chain = bench(target, draft, k=k, prompts=subset, baseline=True, **bench_kwargs).to_dict()
     baseline_rate = chain["overall"]["baseline_tokens_per_s"]
     rows = [_row(f"chain k={k}", chain["settings"]["tree"], chain, baseline_rate)]

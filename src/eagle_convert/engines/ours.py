@@ -62,6 +62,12 @@ class _RunnerEngine:
     def decode(self, ids: list[int], **decode):
         raise NotImplementedError
 
+    def reserve(self, positions: int) -> None:
+        """Allocate every KV cache for `positions` before the clock starts, so no timed forward grows one."""
+        for model in (getattr(self, "target", None), getattr(self, "head", None)):
+            if model is not None:
+                model.reserve(positions)
+
     def _decode_timed(self, ids: list[int], *, max_new_tokens: int, temperature: float, seed: int,
                       stop_token_ids: tuple[int, ...]):
         if self.generator is None:

@@ -19,7 +19,6 @@ import torch.nn.functional as F
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError
 from eagle_convert.runner.layers import (
     GetTensor,
-    RotaryTable,
     TreeAttention,
     as_positions,
     cast_reader,
@@ -27,9 +26,10 @@ from eagle_convert.runner.layers import (
     load_mlp,
     owned_copy,
     rms_norm,
-    rope_inv_freq,
 )
-from eagle_convert.runner.model import TargetOutput, rope_from_hf
+from eagle_convert.runner.masks import ForwardMasks
+from eagle_convert.runner.model import TargetOutput, draft_sliding_windows, rope_from_hf
+from eagle_convert.runner.rope import RotaryTable
 from eagle_convert.spec import DraftSpec, default_aux_layer_ids
 
 
@@ -73,13 +73,21 @@ class DraftHead:
                 f"Draft embedding has shape {tuple(self.embed_weight.shape)}, expected "
                 f"[{spec.vocab_size}, {spec.hidden_size}] (vocab, hidden).",
                 "Check that the draft head was trained for this target.")
-        self.rope = RotaryTable(rope_inv_freq(spec.head_dim, *head_rope(spec)), dtype, self.device)
+        self.rope = RotaryTable(spec.head_dim, *head_rope(spec), dtype, self.device)
+        # the draft's own sliding window per layer (its config, kept whole in spec.extra); None = full attention
+        self.sliding_windows = draft_sliding_windows(spec.extra, spec.num_layers)
         self.attention = load_attention(
             get, "layers.0.", num_heads=spec.num_attention_heads, num_kv_heads=spec.num_key_value_heads,
             head_dim=spec.head_dim, dtype=dtype, device=self.device, qkv_bias=spec.qkv_bias, qk_norm=spec.qk_norm,
-            eps=spec.rms_norm_eps)
+            eps=spec.rms_norm_eps, sliding_window=self.sliding_windows[0])
         self.post_norm = get("layers.0.post_attention_layernorm.weight")
         self.mlp = load_mlp(get, "layers.0.")
+
+    def reserve(self, positions: int) -> None:
+        """Every layer's cache allocated for `positions` now (see KVCache.reserve)."""
+        self.attention.cache.reserve(positions)
+        for layer in getattr(self, "extra_layers", ()):
+            layer.attention.cache.reserve(positions)
 
     def target_feature(self, out: TargetOutput) -> torch.Tensor:
         raise NotImplementedError
@@ -122,7 +130,7 @@ class Eagle1Head(DraftHead):
         positions, end = as_positions(positions, self.device)
         embedded = F.embedding(token_ids.to(self.device), self.embed_weight)
         x = F.linear(torch.cat([embedded, features.to(self.dtype)], dim=-1), self.fc, self.fc_bias)
-        y = x + self.attention(x, positions, end, self.rope, tree_attention)
+        y = x + self.attention(x, positions, end, self.rope, ForwardMasks.build(positions, end, tree_attention))
         predicted = y + self.mlp(rms_norm(y, self.post_norm, self.spec.rms_norm_eps))
         logits = F.linear(predicted[:, -1:] if last_logits_only else predicted, self.lm_head)
         return DraftOutput(logits=logits, hidden=predicted, fc_out=x)
@@ -181,7 +189,7 @@ class Eagle3Head(DraftHead):
         spec, p = self.spec, f"layers.{index}."
         attention = load_attention(get, p, num_heads=spec.num_attention_heads, num_kv_heads=spec.num_key_value_heads,
                                    head_dim=spec.head_dim, dtype=self.dtype, device=self.device, qk_norm=spec.qk_norm,
-                                   eps=spec.rms_norm_eps)
+                                   eps=spec.rms_norm_eps, sliding_window=self.sliding_windows[index])
         return PlainLayer(get(p + "input_layernorm.weight"), attention, get(p + "post_attention_layernorm.weight"),
                           load_mlp(get, p))
 
@@ -214,12 +222,13 @@ class Eagle3Head(DraftHead):
         g_normed = rms_norm(g, self.hidden_norm, eps)
         residual = g_normed if self.spec.norm_before_residual else g
         attn_in = torch.cat([rms_norm(embedded, self.input_norm, eps), g_normed], dim=-1)
-        residual = residual + self.attention(attn_in, positions, end, self.rope, tree_attention)
+        masks = ForwardMasks.build(positions, end, tree_attention)  # one set for every layer
+        residual = residual + self.attention(attn_in, positions, end, self.rope, masks)
         h = self.mlp(rms_norm(residual, self.post_norm, eps))
         for layer in self.extra_layers:
             residual = h + residual
             residual = residual + layer.attention(rms_norm(residual, layer.input_norm, eps), positions, end, self.rope,
-                                                  tree_attention)
+                                                  masks)
             h = layer.mlp(rms_norm(residual, layer.post_norm, eps))
         o = h + residual
         if self.spec.norm_output:

@@ -8,49 +8,19 @@ keys at positions <= the query's). Rollback is therefore just the caller choosin
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
+from eagle_convert.runner.masks import ForwardMasks, attend
+
+if TYPE_CHECKING:
+    from eagle_convert.runner.rope import RotaryTable
+
 GetTensor = Callable[[str], torch.Tensor]
-
-
-def rope_inv_freq(head_dim: int, theta: float, scaling: dict | None) -> torch.Tensor:
-    """Inverse frequencies exactly as transformers computes them (float32, same operation order)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
-    if scaling is None:
-        return inv_freq
-    factor = scaling["factor"]
-    if scaling["rope_type"] == "linear":
-        return inv_freq / factor
-    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
-    old_context = scaling["original_max_position_embeddings"]
-    wavelen = 2 * math.pi / inv_freq
-    scaled = torch.where(wavelen > old_context / low, inv_freq / factor, inv_freq)
-    smooth = (old_context / wavelen - low) / (high - low)
-    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-    is_medium = ~(wavelen < old_context / high) * ~(wavelen > old_context / low)
-    return torch.where(is_medium, smoothed, scaled)
-
-
-class RotaryTable:
-    """cos/sin rows per position, computed in float32 and grown on demand."""
-
-    def __init__(self, inv_freq: torch.Tensor, dtype: torch.dtype, device: torch.device | str):
-        self.inv_freq = inv_freq.to(device)
-        self.dtype = dtype
-        self.cos = self.sin = torch.empty(0, 2 * len(inv_freq), dtype=dtype, device=device)
-
-    def __call__(self, positions: torch.Tensor, end: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if end > len(self.cos):
-            freqs = (torch.arange(max(end, 2 * len(self.cos)), device=self.inv_freq.device).float()[:, None]
-                     * self.inv_freq)
-            emb = torch.cat((freqs, freqs), dim=-1)
-            self.cos, self.sin = emb.cos().to(self.dtype), emb.sin().to(self.dtype)
-        return self.cos[positions], self.sin[positions]
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -88,6 +58,11 @@ class KVCache:
         self.k.index_copy_(2, positions, k)
         self.v.index_copy_(2, positions, v)
         return self.k[:, :, :end], self.v[:, :, :end]
+
+    def reserve(self, slots: int) -> None:
+        """Allocate room for `slots` positions now (a bench, before its clock starts), so no write grows the cache."""
+        if slots > self.capacity:
+            self._grow(slots)
 
     def _grow(self, capacity: int) -> None:
         with torch.inference_mode(False):  # see the class docstring
@@ -138,31 +113,24 @@ class Attention:
     sliding_window: int | None = None
 
     def __call__(self, x: torch.Tensor, positions: torch.Tensor, end: int, rope: RotaryTable,
-                 tree: TreeAttention | None = None) -> torch.Tensor:
+                 masks: TreeAttention | ForwardMasks | None = None) -> torch.Tensor:
         """x [1, T, in] at `positions` (ascending, last = end - 1) -> [1, T, hidden]; writes this layer's cache.
-        With `tree`, rows are written to tree.slots and see tree.mask instead (positions may repeat)."""
+        `masks`: the forward's shared ForwardMasks (built here when None); a tree's rows are written to its slots and
+        see its mask instead (positions may repeat)."""
+        if not isinstance(masks, ForwardMasks):
+            masks = ForwardMasks.build(positions, end, masks)
         tokens = x.shape[1]
         q = F.linear(x, self.q, self.q_bias).view(1, tokens, self.num_heads, self.head_dim)
         k = F.linear(x, self.k, self.k_bias).view(1, tokens, self.num_kv_heads, self.head_dim)
         v = F.linear(x, self.v, self.v_bias).view(1, tokens, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q, k = rms_norm(q, self.q_norm, self.eps), rms_norm(k, self.k_norm, self.eps)
-        if tree is not None:
-            end = tree.end
-        cos, sin = rope(positions, end)
+        cos, sin = rope(positions, end, masks.end)  # the reach; a tree's slot count bounds its positions
         q = apply_rope(q.transpose(1, 2), cos, sin)
         k = apply_rope(k.transpose(1, 2), cos, sin)
-        if tree is None:
-            keys, values = self.cache.write(positions, end, k, v.transpose(1, 2))
-            key_positions = torch.arange(end, device=x.device)
-            mask = key_positions[None, :] <= positions[:, None]
-        else:
-            keys, values = self.cache.write(tree.slots, end, k, v.transpose(1, 2))
-            key_positions, mask = tree.key_positions, tree.mask
-        if self.sliding_window is not None:
-            # never in place: a tree mask is shared by every layer
-            mask = mask & (key_positions[None, :] > positions[:, None] - self.sliding_window)
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
+        slots = positions if masks.tree is None else masks.tree.slots
+        keys, values = self.cache.write(slots, masks.end, k, v.transpose(1, 2))
+        out = attend(q, keys, values, masks.mask(self.sliding_window, self.num_heads // self.num_kv_heads))
         return F.linear(out.transpose(1, 2).reshape(1, tokens, -1), self.o, self.o_bias)
 
 

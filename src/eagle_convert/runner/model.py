@@ -30,18 +30,22 @@ from eagle_convert.runner.layers import (
     Attention,
     GetTensor,
     Mlp,
-    RotaryTable,
     TreeAttention,
     as_positions,
     cast_reader,
     load_attention,
     load_mlp,
     rms_norm,
-    rope_inv_freq,
 )
+from eagle_convert.runner.masks import ForwardMasks
 from eagle_convert.runner.moe import MoeMlp, is_moe_layer, load_moe
+from eagle_convert.runner.precision import pin_exact_fp32
+from eagle_convert.runner.rope import REQUIRED_PARAMS, ROPE_TYPES, RotaryTable
 
-SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+SUPPORTED_ROPE_TYPES = tuple(ROPE_TYPES)
+# Rows per prefill forward (runner/prefill.py): small enough that an 8k-32k prompt fits on a CPU (one chunk's
+# attention over every position before it is chunk x prompt scores per head), large enough for efficient matmuls.
+DEFAULT_PREFILL_CHUNK = 1024
 
 
 def _unsupported(what: str) -> UnsupportedModelError:
@@ -112,9 +116,10 @@ class TargetConfig:
 
 
 def rope_from_hf(config: dict) -> tuple[float, dict | None]:
-    """(theta, scaling) from `rope_theta`/`rope_scaling` or transformers 5's `rope_parameters`.
-    As in transformers, `rope_scaling` wins over `rope_parameters`, and a theta inside the dict wins over the top
-    level."""
+    """(theta, scaling) from `rope_theta`/`rope_scaling` or transformers 5's `rope_parameters`, completed as
+    transformers' `standardize_rope_params` completes it. As in transformers, `rope_scaling` wins over
+    `rope_parameters`, and a theta inside the dict wins over the top level. The scaling dict carries what its type
+    needs from the config (original and current position limits), so runner/rope.py reads nothing else."""
     params = dict(config.get("rope_scaling") or config.get("rope_parameters") or {})
     theta = float(params.pop("rope_theta", None) or config.get("rope_theta") or 10000.0)
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
@@ -125,8 +130,18 @@ def rope_from_hf(config: dict) -> tuple[float, dict | None]:
         raise _unsupported("partial_rotary_factor != 1")
     if rope_type == "default":
         return theta, None
-    if rope_type == "llama3":
-        params.setdefault("original_max_position_embeddings", config.get("max_position_embeddings"))
+    max_len = config.get("max_position_embeddings")
+    if rope_type in ("llama3", "yarn", "longrope"):  # a top-level original limit wins (Phi-3's layout)
+        original = config.get("original_max_position_embeddings") or params.get("original_max_position_embeddings")
+        params["original_max_position_embeddings"] = original or max_len
+    if rope_type in ("yarn", "longrope") and params.get("factor") is None and max_len:
+        params["factor"] = max_len / params["original_max_position_embeddings"]
+    params["max_position_embeddings"] = max_len
+    needed = REQUIRED_PARAMS[rope_type] + {"dynamic": ("max_position_embeddings",)}.get(rope_type, ()) + (
+        ("factor", "original_max_position_embeddings") if rope_type in ("yarn", "longrope") else ())
+    missing = [key for key in needed if params.get(key) is None]
+    if missing:
+        raise _unsupported(f"rope_type {rope_type!r} without {', '.join(missing)} (a config transformers refuses)")
     return theta, {"rope_type": rope_type, **params}
 
 
@@ -142,6 +157,21 @@ def _sliding_windows(sliding: str | None, config: dict, layers: int) -> tuple[in
         ]
         return tuple(window if t == "sliding_attention" else None for t in types)
     return (None,) * layers
+
+
+def draft_sliding_windows(config: dict, layers: int) -> tuple[int | None, ...]:
+    """A draft head's window per layer, from its own config: explicit `layer_types` name its sliding layers (as vLLM
+    reads a Llama draft's, speculators' sliding-window drafts, and transformers' Qwen2); without them, its family's
+    rule (mistral: every layer; qwen2/qwen3: use_sliding_window). A `use_sliding_window: false` beside a nominal
+    window (Qwen2 configs carry one) means none."""
+    window = config.get("sliding_window")
+    if not window or config.get("use_sliding_window") is False:
+        return (None,) * layers
+    types = config.get("layer_types")
+    if types:
+        return tuple(window if i < len(types) and types[i] == "sliding_attention" else None for i in range(layers))
+    row = ARCHITECTURES.get(config.get("model_type"))
+    return _sliding_windows(row.sliding if row else None, config, layers)
 
 
 def _checked_aux_ids(aux_layer_ids: Sequence[int], num_layers: int) -> tuple[int, ...]:
@@ -170,15 +200,18 @@ class TargetModel:
     """A Llama-family causal LM with a static per-position KV cache. Batch 1."""
 
     def __init__(self, config: dict, get_tensor: GetTensor, *, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str = "cpu", aux_layer_ids: Sequence[int] = ()):
+                 device: torch.device | str = "cpu", aux_layer_ids: Sequence[int] = (),
+                 prefill_chunk: int = DEFAULT_PREFILL_CHUNK):
         self.config = cfg = TargetConfig.from_hf(config)
+        self.prefill_chunk = prefill_chunk
         self.dtype, self.device = dtype, torch.device(device)
+        pin_exact_fp32(self.device, dtype)  # fp32 on a GPU means fp32: TF32 off (runner/precision.py)
         self.aux_layer_ids = _checked_aux_ids(aux_layer_ids, cfg.num_hidden_layers)
         get = cast_reader(get_tensor, dtype, self.device)
         self.embed_weight = get("model.embed_tokens.weight")
         self.lm_head_weight = self.embed_weight if cfg.tie_word_embeddings else get("lm_head.weight")
         self.norm = get("model.norm.weight")
-        self.rope = RotaryTable(rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling), dtype, self.device)
+        self.rope = RotaryTable(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling, dtype, self.device)
         self.layers = []
         for i in range(cfg.num_hidden_layers):
             prefix = f"model.layers.{i}."
@@ -190,6 +223,11 @@ class TargetModel:
                    else load_mlp(get, prefix, cfg.mlp_bias))
             self.layers.append(_Layer(get(prefix + "input_layernorm.weight"), attention,
                                       get(prefix + "post_attention_layernorm.weight"), mlp))
+
+    def reserve(self, positions: int) -> None:
+        """Every layer's cache allocated for `positions` now (see KVCache.reserve)."""
+        for layer in self.layers:
+            layer.attention.cache.reserve(positions)
 
     def with_aux_layer_ids(self, aux_layer_ids: Sequence[int]) -> TargetModel:
         """The same model (weights and caches shared) returning the inputs of other aux layers: two heads that read
@@ -209,11 +247,11 @@ class TargetModel:
         positions, end = as_positions(positions, self.device)
         eps = self.config.rms_norm_eps
         h = F.embedding(input_ids.to(self.device), self.embed_weight)
-        aux = []
+        aux, masks = [], ForwardMasks.build(positions, end, tree_attention)  # one set of masks for every layer
         for i, layer in enumerate(self.layers):
             if i in self.aux_layer_ids:
                 aux.append(h)
-            h = h + layer.attention(rms_norm(h, layer.input_norm, eps), positions, end, self.rope, tree_attention)
+            h = h + layer.attention(rms_norm(h, layer.input_norm, eps), positions, end, self.rope, masks)
             h = h + layer.mlp(rms_norm(h, layer.post_norm, eps))
         hidden = rms_norm(h, self.norm, eps)
         logits = F.linear(hidden[:, -1:] if last_logits_only else hidden, self.lm_head_weight)

@@ -22,6 +22,7 @@ import torch
 
 from eagle_convert.runner.heads import DraftHead, DraftOutput
 from eagle_convert.runner.model import TargetModel
+from eagle_convert.runner.prefill import prefill
 
 
 @dataclass
@@ -89,11 +90,26 @@ def verify(target: TargetModel, last_token: torch.Tensor, draft_ids: torch.Tenso
 def accept_greedy(draft_ids: torch.Tensor, target_logits: torch.Tensor) -> tuple[int, int]:
     """(a, next): a = longest prefix of drafts equal to the target's argmax rows; next = the argmax after it."""
     target_ids = target_logits.argmax(-1).tolist()
-    drafts = draft_ids.tolist()
+    accepted = longest_agreeing_prefix(draft_ids.tolist(), target_ids)
+    return accepted, target_ids[accepted]
+
+
+def read_greedy_round(draft_ids: torch.Tensor, target_logits: torch.Tensor,
+                      margins: list[torch.Tensor]) -> tuple[list[int], list[int], list[float]]:
+    """(drafts, the target's argmax rows, margins) in ONE device-to-host copy: on a GPU each read is a sync that
+    drains the queue, and a round needs only this one. Ids travel as float64, exact far beyond any vocabulary."""
+    k = len(draft_ids)
+    parts = [draft_ids.double(), target_logits.argmax(-1).double()] + ([torch.stack(margins).double()] if margins
+                                                                       else [])
+    values = torch.cat(parts).tolist()
+    return [int(x) for x in values[:k]], [int(x) for x in values[k:2 * k + 1]], values[2 * k + 1:]
+
+
+def longest_agreeing_prefix(drafts: list[int], target_ids: list[int]) -> int:
     accepted = 0
     while accepted < len(drafts) and drafts[accepted] == target_ids[accepted]:
         accepted += 1
-    return accepted, target_ids[accepted]
+    return accepted
 
 
 def accept_sampled(draft_ids: torch.Tensor, draft_probs: torch.Tensor, target_probs: torch.Tensor,
@@ -129,36 +145,36 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
     if k < 1 or max_new_tokens < 1 or not prompt_ids:
         raise ValueError("need k >= 1, max_new_tokens >= 1 and a non-empty prompt")
     eos, device, vocab = set(eos_ids), target.device, target.config.vocab_size
-    n = len(prompt_ids)
-    prompt = torch.tensor([prompt_ids], dtype=torch.int64, device=device)
-    out = target(prompt, range(n), last_logits_only=True)
-    last = choose_token(out.logits[0, -1], temperature, generator)
+    # Head context: row i = (target feature i, token i+1) at position i; the last row pairs f_{n-1} with `last`.
+    last, _, head_out = prefill(target, head, prompt_ids, lambda logits: choose_token(logits, temperature, generator))
     result = SpeculativeResult(tokens=[], k=k)
     if emit_tokens(result.tokens, [int(last)], eos, max_new_tokens):
         return result
-    # Head context: row i = (target feature i, token i+1) at position i; the last row pairs f_{n-1} with `last`.
-    head_tokens = torch.cat([prompt[0, 1:], last.view(1)]).view(1, -1)
-    head_out = head(head_tokens, head.target_feature(out), range(n), from_target=True, last_logits_only=True)
-    position = n  # position of `last`, the newest emitted token, which the target has not seen yet
+    position = len(prompt_ids)  # position of `last`, the newest emitted token, which the target has not seen yet
     while True:
         margins: list[torch.Tensor] = []
         draft_ids, draft_probs = draft_chain(head, head_out, position, k, vocab_size=vocab,
                                              temperature=temperature, generator=generator, margins=margins)
         checked = verify(target, last, draft_ids, position)
-        if temperature == 0:
-            accepted, next_token = accept_greedy(draft_ids, checked.logits[0])
-            result.drafted_per_round.append(draft_ids.tolist())
-            result.margins_per_round.append(torch.stack(margins).tolist())
+        if temperature == 0:  # one host-device sync per round (read_greedy_round)
+            drafts, target_ids, margin_values = read_greedy_round(draft_ids, checked.logits[0], margins)
+            accepted = longest_agreeing_prefix(drafts, target_ids)
+            result.drafted_per_round.append(drafts)
+            result.margins_per_round.append(margin_values)
+            new = drafts[:accepted] + [target_ids[accepted]]
+            # built on the device from what it already holds: no host-to-device copy either
+            bonus = checked.logits[0, accepted].argmax(-1, keepdim=True)
+            new_ids = torch.cat([draft_ids[:accepted], bonus]).view(1, -1)
         else:
             accepted, next_token = accept_sampled(draft_ids, draft_probs,
                                                   token_probs(checked.logits[0], temperature), generator)
+            new = draft_ids[:accepted].tolist() + [next_token]
+            new_ids = torch.tensor([new], dtype=torch.int64, device=device)
         result.accepted_per_round.append(accepted)
-        new = draft_ids[:accepted].tolist() + [next_token]
         if emit_tokens(result.tokens, new, eos, max_new_tokens):
             return result
         # Extend the head with the target's features at positions position..position+accepted, each paired with the
         # token one position later: the accepted drafts and then next_token.
-        new_ids = torch.tensor([new], dtype=torch.int64, device=device)
         features = head.target_feature(checked)[:, : accepted + 1]
         head_out = head(new_ids, features, range(position, position + accepted + 1), from_target=True,
                         last_logits_only=True)
@@ -172,13 +188,12 @@ def plain_generate(target: TargetModel, prompt_ids: Sequence[int], *, max_new_to
     """The baseline: one target forward per token."""
     if max_new_tokens < 1 or not prompt_ids:
         raise ValueError("need max_new_tokens >= 1 and a non-empty prompt")
-    eos, device = set(eos_ids), target.device
-    n = len(prompt_ids)
-    logits = target(torch.tensor([prompt_ids], device=device), range(n), last_logits_only=True).logits
+    eos, n = set(eos_ids), len(prompt_ids)
+    token, _, _ = prefill(target, None, prompt_ids, lambda logits: choose_token(logits, temperature, generator))
     tokens: list[int] = []
     for position in range(n, n + max_new_tokens):
-        token = choose_token(logits[0, -1], temperature, generator)
         if emit_tokens(tokens, [int(token)], eos, max_new_tokens):
             return tokens
         logits = target(token.view(1, 1), range(position, position + 1), last_logits_only=True).logits
+        token = choose_token(logits[0, -1], temperature, generator)
     return tokens

@@ -16,6 +16,7 @@ import torch
 
 from ..heads import DraftHead
 from ..model import TargetModel
+from ..prefill import prefill
 from ..speculate import choose_token, emit_tokens, token_probs
 from .draft import draft_tree
 from .shapes import TreeShape
@@ -43,16 +44,11 @@ def tree_generate(target: TargetModel, head: DraftHead, prompt_ids: Sequence[int
     if shape.mode not in ("dynamic", "static") or max_new_tokens < 1 or not prompt_ids:
         raise ValueError("need a dynamic or static tree, max_new_tokens >= 1 and a non-empty prompt")
     eos, device = set(eos_ids), target.device
-    n = len(prompt_ids)
-    prompt = torch.tensor([prompt_ids], dtype=torch.int64, device=device)
-    out = target(prompt, range(n), last_logits_only=True)
-    last = choose_token(out.logits[0, -1], temperature, generator)
+    last, _, head_out = prefill(target, head, prompt_ids, lambda logits: choose_token(logits, temperature, generator))
     result = TreeResult(tokens=[], k=shape.levels)
     if emit_tokens(result.tokens, [int(last)], eos, max_new_tokens):
         return result
-    head_tokens = torch.cat([prompt[0, 1:], last.view(1)]).view(1, -1)
-    head_out = head(head_tokens, head.target_feature(out), range(n), from_target=True, last_logits_only=True)
-    position = n  # position of `last`, the root of the next tree
+    position = len(prompt_ids)  # position of `last`, the root of the next tree
     while True:
         tree = draft_tree(head, head_out, last, position, shape)
         checked = verify_tree(target, tree, position)
