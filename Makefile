@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # The CPU wheel: on the project machines `torch==2.13.0` resolves to a local CPU build. Override for a GPU box.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test lint test-vllm test-vllm-real vllm-env sglang-env test-sglang real-demo stress-convert stress-suite fuzz clean
+.PHONY: producers demo test lint test-vllm test-vllm-real vllm-env sglang-env test-sglang real-demo stress-convert stress-suite fuzz clean
 
 $(BIN)/eagle-convert: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,10 +15,19 @@ $(BIN)/eagle-convert: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# The producers whose vocabulary maps the tests compare ours with, their pinned wheels without dependencies
+# (tests/support/producers.py loads only their pure functions from these files).
+PRODUCERS := .producers
+$(PRODUCERS)/ready: $(BIN)/eagle-convert
+	$(BIN)/pip install -q --no-deps --target $(PRODUCERS) specforge==0.2.0 speculators==0.9.0
+	touch $@
+
+producers: $(PRODUCERS)/ready
+
 demo: $(BIN)/eagle-convert
 	$(BIN)/eagle-convert demo
 
-test: $(BIN)/eagle-convert
+test: $(BIN)/eagle-convert $(PRODUCERS)/ready
 	$(BIN)/python -m pytest -q
 
 # ruff (configured in pyproject.toml) over the code, the tests and the scripts; .ci/run runs it after the tests.

@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from .benchmark.chat import ChatTokenizer
+from .benchmark.token_counts import CountSettings, count_tokens
+from .checkpoint.open import open_input
 from .conversion.converter import ConversionResult, convert
+from .errors import EagleConvertError
 from .inspection.report import InspectReport, inspect
+from .vocab.check import MapFacts, check_map, errors_of, refuse_errors
+from .vocab.formats import DEFAULT_FORMAT, FORMATS, StorageFormat, format_for, read_stored
+from .vocab.head import apply_to_head, check_out, head_facts, write_maps
+from .vocab.map import VocabMap, config_vocab_size
+from .vocab.selection import VocabMapError, rule_for, select
 
 
 def bench(*args, **kwargs):
@@ -14,4 +29,148 @@ def bench(*args, **kwargs):
     return _bench(*args, **kwargs)
 
 
-__all__ = ["ConversionResult", "InspectReport", "bench", "convert", "inspect"]
+__all__ = ["ConversionResult", "CountSettings", "InspectReport", "MapOutput", "VocabCheckReport", "VocabMapResult",
+           "bench", "convert", "inspect", "vocab_build", "vocab_check", "vocab_convert"]
+
+
+# `vocab-map`: draft vocabulary maps built (counting needs the chat renderer, benchmark/), converted, checked and
+# written into heads (vocab/). One function per subcommand.
+
+@dataclass(frozen=True)
+class MapOutput:
+    """Where a map goes: -o OUT (a folder), its --format (None: the producer's own), --force, and --apply-to HEAD
+    (then OUT is the head with the map written into it)."""
+    out: Path
+    format: str | None = None
+    force: bool = False
+    apply_to: str | None = None
+
+
+@dataclass
+class VocabMapResult:
+    files: list[Path]
+    maps: list[VocabMap]
+    format: str
+    findings: list = field(default_factory=list)
+    counts: dict | None = None  # build: samples, tokens, skipped, prompt-only rows, distinct ids, cache
+    applied: dict | None = None  # --apply-to: the head written, and whether its rows were permuted
+
+    def to_dict(self) -> dict:
+        return {"files": [str(f) for f in self.files], "format": self.format,
+                "maps": [{"draft_vocab_size": m.draft_vocab_size, "target_vocab_size": m.target_vocab_size,
+                          "ascending": m.ascending} for m in self.maps],
+                "findings": [f.as_dict() for f in self.findings], "counts": self.counts, "applied": self.applied}
+
+
+def _target_vocab(target: str | None, size: int | None) -> int | None:
+    if target is None:
+        return size
+    stated = config_vocab_size(open_input(target, role="target").checkpoint.config)
+    if size is not None and stated != size:
+        raise VocabMapError(f"--target-vocab-size {size} disagrees with the target's config vocabulary ({stated}).",
+                            "Pass one of the two.")
+    return stated
+
+
+def _write(maps: list[VocabMap], output: MapOutput, fmt: StorageFormat, inputs: list[Path],
+           describes_head: bool) -> tuple[list[Path], dict | None]:
+    check_out(output.out, output.force, inputs + ([Path(output.apply_to)] if output.apply_to else []))
+    if not output.apply_to:
+        return write_maps(maps, fmt, output.out, output.force), None
+    if len(maps) != 1:
+        raise VocabMapError(f"--apply-to writes one map into the head, but {len(maps)} sizes were asked for.",
+                            "Pass a single -n with --apply-to.")
+    head = Path(output.apply_to)
+    wanted = maps[0].sorted() if fmt.ascending_only else maps[0]
+    done = apply_to_head(open_input(head).checkpoint, head, wanted, output.out, output.force, describes_head)
+    return [output.out / "model.safetensors"], {"head": str(head), "out": str(done.out), "permuted": done.permuted}
+
+
+def vocab_build(target: str, prompts: str, sizes: list[int], settings: CountSettings,
+                output: MapOutput) -> VocabMapResult:
+    """Count the corpus once (or read the cached counts) the `settings.compat` producer's way, select every size."""
+    folder = Path(target)
+    if not (folder / "tokenizer.json").is_file() or not (folder / "config.json").is_file():
+        raise VocabMapError(f"{target} is not a local target folder with config.json and tokenizer.json.",
+                            "Counting renders the corpus with the target's own tokenizer and chat template; "
+                            "download the target first (huggingface-cli download).")
+    fmt = format_for(output.format or DEFAULT_FORMAT[rule_for(settings.compat).compat])
+    check_out(output.out, output.force, [folder, Path(prompts)])  # before counting: refuse early
+    vocab = config_vocab_size(json.loads((folder / "config.json").read_text()))
+    try:
+        counted = count_tokens(folder, prompts, settings)
+    except (ValueError, jinja2.TemplateError) as error:
+        if isinstance(error, EagleConvertError):
+            raise
+        raise VocabMapError(f"The target's chat template could not render the corpus: {error}.",
+                            "Give a target folder whose tokenizer_config.json (or chat_template.jinja) holds its "
+                            "chat template.") from error
+    maps = [select(counted.counts, n, vocab, settings.compat, _special_ids(folder)) for n in sizes]
+    files, applied = _write(maps, output, fmt, [folder, Path(prompts)], describes_head=False)
+    counts = {**{k: v for k, v in counted.counts.as_json().items() if k not in ("ids", "counts")},
+              "distinct": len(counted.counts.counts), "prompt_only_rows": counted.prompt_only_rows,
+              "cache_file": str(counted.cache_file), "cache_used": counted.cache_used}
+    return VocabMapResult(files, maps, fmt.name, counts=counts, applied=applied)
+
+
+def _special_ids(folder: Path) -> list[int]:
+    """bos, eos, pad, unk: the ids NeMo forces into the draft vocabulary first."""
+    chat = ChatTokenizer.from_dir(folder)
+    names = ("bos_token", "eos_token", "pad_token", "unk_token")
+    ids = [chat.tokenizer.token_to_id(chat.special_tokens[n]) for n in names if n in chat.special_tokens]
+    return [i for i in ids if i is not None]
+
+
+def vocab_convert(source: str, output: MapOutput, *, from_format: str | None = None, target: str | None = None,
+                  target_vocab_size: int | None = None) -> VocabMapResult:
+    """A map file into another format (losslessly), or into a head (--apply-to), after the one check."""
+    if output.format is None:
+        raise VocabMapError("vocab-map convert needs --format.", f"Use one of: {', '.join(FORMATS)}.")
+    fmt = format_for(output.format)
+    stored = read_stored(Path(source), from_format)
+    vocab = _target_vocab(target, target_vocab_size)
+    if vocab is None and stored.t2d is not None:
+        vocab = stored.t2d.numel()
+    needs = f"--format {fmt.name}" if fmt.ascending_only and not output.apply_to else None
+    findings = check_map(MapFacts(source, stored.d2t, stored.t2d, vocab, ascending_required=needs))
+    refuse_errors(findings, source)
+    vmap = VocabMap.from_d2t(stored.d2t, vocab)
+    files, applied = _write([vmap], output, fmt, list(stored.files), describes_head=True)
+    return VocabMapResult(files, [vmap], fmt.name, findings, applied=applied)
+
+
+@dataclass
+class VocabCheckReport:
+    label: str
+    kind: str  # "head" or the map file's format
+    findings: list
+    vocab_size: int | None
+    draft_vocab_size: int | None
+    ascending: bool | None
+
+    @property
+    def ok(self) -> bool:
+        return not errors_of(self.findings)
+
+    def to_dict(self) -> dict:
+        return {"path": self.label, "kind": self.kind, "ok": self.ok, "vocab_size": self.vocab_size,
+                "draft_vocab_size": self.draft_vocab_size, "ascending": self.ascending,
+                "findings": [f.as_dict() for f in self.findings]}
+
+
+def vocab_check(path: str, *, target: str | None = None, target_vocab_size: int | None = None,
+                from_format: str | None = None) -> VocabCheckReport:
+    """Every finding of the one check, for a head's folder or a map file; nothing is refused here (the CLI exits 1
+    on an error finding)."""
+    vocab = _target_vocab(target, target_vocab_size)
+    if Path(path).is_dir() or not Path(path).exists():
+        facts, kind = head_facts(open_input(path).checkpoint, vocab), "head"
+    else:
+        stored = read_stored(Path(path), from_format)
+        vocab = vocab if vocab is not None else (stored.t2d.numel() if stored.t2d is not None else None)
+        facts, kind = MapFacts(path, stored.d2t, stored.t2d, vocab), stored.format
+    findings = check_map(facts)
+    d2t = facts.d2t
+    ascending = None if d2t is None or d2t.dim() != 1 else bool((d2t[1:] >= d2t[:-1]).all())
+    return VocabCheckReport(path, kind, findings, facts.vocab_size,
+                            d2t.numel() if d2t is not None else facts.lm_head_rows, ascending)

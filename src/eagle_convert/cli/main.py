@@ -274,3 +274,7 @@ def demo(workdir, as_json):
 from .bench import bench  # noqa: E402  (lives beside the runner; registered here)
 
 main.add_command(bench)
+
+from .vocab import vocab_map  # noqa: E402  (the vocab-map group: build, convert, check)
+
+main.add_command(vocab_map)

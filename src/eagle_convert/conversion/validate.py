@@ -8,6 +8,7 @@ import torch
 from ..errors import LayoutError, ShapeMismatchError
 from ..spec import DraftSpec
 from ..targets.read import TargetInfo
+from ..vocab.check import MapFacts, check_map, refuse_errors
 
 COUNT_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 
@@ -56,19 +57,10 @@ def check_pair(spec: DraftSpec, target: TargetInfo) -> None:
 
 
 def check_vocab_map(d2t: torch.Tensor | None, t2d: torch.Tensor | None, vocab_size: int, label: str) -> None:
-    """d2t maps draft id i to target id i + d2t[i]: every id in range and strictly increasing; t2d marks exactly
-    those target ids."""
+    """The vocab room's one check (vocab/check.py), as convert has always applied it: d2t in range, strictly
+    increasing (the trainers' convention, which convert's layouts keep), t2d marking exactly those target ids."""
     if d2t is None:
-        return
-    ids = torch.arange(d2t.numel(), dtype=torch.int64) + d2t.to(torch.int64)
-    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ShapeMismatchError(f"{label}: d2t maps draft ids outside the target vocabulary [0, {vocab_size}).",
-                                 "The d2t tensor is corrupt or belongs to another target.")
-    if ids.numel() > 1 and not bool((ids[1:] > ids[:-1]).all()):
-        raise ShapeMismatchError(f"{label}: d2t does not map draft ids to strictly increasing target ids.",
-                                 "The d2t tensor is corrupt; re-export the head.")
-    if t2d is not None:
-        t2d = t2d.to(torch.bool)
-        if t2d.numel() != vocab_size or int(t2d.sum()) != d2t.numel() or not bool(t2d[ids].all()):
-            raise ShapeMismatchError(f"{label}: t2d does not mark exactly the target ids that d2t maps to.",
-                                     "The head's d2t and t2d disagree; re-export the head.")
+        return  # a reduced head without d2t is refused when it is loaded (draft/load.py)
+    facts = MapFacts(label, d2t, t2d, vocab_size, ascending_required="convert (reorder it first: eagle-convert "
+                     "vocab-map convert MAP --format specforge --apply-to HEAD permutes the LM-head rows with it)")
+    refuse_errors(check_map(facts), label)
