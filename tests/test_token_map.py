@@ -14,6 +14,7 @@ from support.convert import run_cli
 import eagle_convert
 from eagle_convert.errors import LayoutError, ShapeMismatchError, UnsupportedConversionError
 from eagle_convert.runner.heads import build_draft_head
+from eagle_convert.runner.hot_tokens import restrict_lm_head
 from eagle_convert.runner.trees.shapes import TreeOptions
 from eagle_convert.testing.tiny import (
     TinyConfig,
@@ -24,6 +25,9 @@ from eagle_convert.testing.tiny import (
     make_target,
     save_checkpoint,
 )
+from eagle_convert.vocab.formats import FORMATS
+from eagle_convert.vocab.map import VocabMap
+from eagle_convert.vocab.selection import VocabMapError
 
 PROMPTS = ["t10 t11 t12", "t40 t7 t99 t3", "t5 t6 t7 t8 t9"]
 VOCAB = TinyConfig().vocab_size
@@ -142,24 +146,52 @@ def test_sampling_with_a_map_stays_in_the_target_vocab(heads, tmp_path):
     assert all(0 <= t < VOCAB for p in data["prompts"] for turn in p["output_token_ids"] for t in turn)
 
 
-BAD_MAPS = {
-    "out_of_range": (lambda: torch.tensor([0, 5, VOCAB]), ShapeMismatchError, f"token id {VOCAB}, outside"),
-    "negative": (lambda: [3, -1, 4], ShapeMismatchError, "token id -1, outside"),
-    "duplicates": (lambda: torch.tensor([4, 9, 4, 10]), LayoutError, "lists token id 4 more than once"),
-    "float": (lambda: torch.tensor([1.0, 2.0, 3.5]), LayoutError, "holds float32 values"),
-    "bool_t2d": (lambda: torch.ones(VOCAB, dtype=torch.bool), LayoutError, "holds bool values"),
-    "two_dims": (lambda: torch.arange(6).view(2, 3), LayoutError, "has shape [2, 3]"),
-    "empty": (lambda: [], LayoutError, "has shape [0]"),
-    "dict": (lambda: {"d2t": torch.zeros(3, dtype=torch.int64)}, LayoutError, "holds a dict"),
+BAD_MAPS = {  # a file, what the one map check (vocab/check.py) names
+    "out_of_range": (lambda: torch.tensor([0, 5, VOCAB]), "out-of-range"),
+    "negative": (lambda: [3, -1, 4], "out-of-range"),
+    "duplicates": (lambda: torch.tensor([4, 9, 4, 10]), "duplicates"),
+    "float": (lambda: torch.tensor([1.0, 2.0, 3.5]), "not torch.float32"),
+    "bool_t2d": (lambda: torch.ones(VOCAB, dtype=torch.bool), "not torch.bool"),
+    "two_dims": (lambda: torch.arange(6).view(2, 3), "[2, 3]"),
+    "empty": (lambda: [], "holds no token ids"),
+    "dict_without_d2t": (lambda: {"ids": torch.arange(3)}, "holds no {'d2t', 't2d'} dict"),
 }
 
 
 @pytest.mark.parametrize("name", list(BAD_MAPS))
-def test_bad_map_files_are_refused_in_the_library(heads, tmp_path, name):
-    make, error, says = BAD_MAPS[name]
+def test_bad_map_files_are_refused_before_the_bench(heads, tmp_path, name):
+    make, says = BAD_MAPS[name]
     path = save_map(tmp_path / f"{name}.pt", make())
-    with pytest.raises(error, match=re.escape(says)):
+    with pytest.raises(VocabMapError, match=re.escape(says)):
         bench(heads, token_map=path)
+
+
+@pytest.mark.parametrize("ids,error,says", [
+    (torch.tensor([0, 5, VOCAB]), ShapeMismatchError, f"token id {VOCAB}, outside"),
+    (torch.tensor([4, 9, 4]), LayoutError, "lists token id 4 more than once"),
+    (torch.tensor([1.0, 2.0]), LayoutError, "holds float32 values"),
+    (torch.ones(3, dtype=torch.bool), LayoutError, "holds bool values"),
+    (torch.zeros(0, dtype=torch.int64), LayoutError, "has shape [0]"),
+])
+def test_the_runner_refuses_bad_ids_given_directly(ids, error, says):
+    with pytest.raises(error, match=re.escape(says)):
+        restrict_lm_head(torch.zeros(VOCAB, 8), ids)
+
+
+def test_every_stored_format_is_a_token_map(heads, tmp_path):
+    """The formats registry's files give the same head as SGLang's list of the same ids (ascending, so every format
+    can hold them)."""
+    ids = list(range(0, VOCAB, 3))
+    reference = counters(bench(heads, token_map=save_map(tmp_path / "hot.pt", ids)))
+    vmap = VocabMap.from_ids(ids, VOCAB)
+    for name in ("specforge", "speculators", "safetensors"):
+        folder = tmp_path / name
+        folder.mkdir()
+        FORMATS[name].write(vmap, folder)
+        first = sorted(folder.iterdir())[0]
+        assert counters(bench(heads, token_map=str(first))) == reference, name
+    plain = counters(bench(heads))
+    assert reference != plain  # the map matters here: the comparisons above could not pass by ignoring it
 
 
 def test_bad_maps_and_eagle3_heads_exit_1_with_one_paragraph(heads, tmp_path):
@@ -167,7 +199,7 @@ def test_bad_maps_and_eagle3_heads_exit_1_with_one_paragraph(heads, tmp_path):
     ok = save_map(tmp_path / "ok.pt", torch.arange(64))
     not_torch = tmp_path / "map.pt"
     not_torch.write_text("1 2 3\n")
-    cases = [("partial", "target", dup, "more than once"), ("partial", "target", str(not_torch), "Cannot read"),
+    cases = [("partial", "target", dup, "duplicates"), ("partial", "target", str(not_torch), "cannot be read"),
              ("eagle3", "target8", ok, "EAGLE-3 head does not draft with")]
     for head, target, path, says in cases:
         out = run_cli("bench", "--target", heads / target, "--draft", heads / head, "--max-new-tokens", "4",

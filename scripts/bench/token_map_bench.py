@@ -28,12 +28,12 @@ from pathlib import Path
 import torch
 
 from eagle_convert.benchmark.session import load_target, open_session
-from eagle_convert.benchmark.token_map import read_token_map
 from eagle_convert.checkpoint.open import open_input
 from eagle_convert.draft.load import load_draft, tensor_reader
 from eagle_convert.runner.heads import build_draft_head
 from eagle_convert.runner.metrics import AcceptanceStats
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
+from eagle_convert.vocab.token_map import read_token_map
 
 
 def timed(fn):
@@ -44,7 +44,7 @@ def timed(fn):
 
 def built_maps(args, vocab_size: int) -> dict[str, torch.Tensor]:
     """NAME -> hot target ids: the --map files, then one map per --size from --corpus (one count, every size)."""
-    maps = {name: read_token_map(path, vocab_size) for name, path in (m.split("=", 1) for m in args.map)}
+    maps = {name: read_token_map(path, vocab_size).ids_tensor() for name, path in (m.split("=", 1) for m in args.map)}
     if args.size:
         from eagle_convert.vocab.build import build_maps  # the vocab-map room (issue 23, items 1-3)
 

@@ -16,11 +16,11 @@ from ..errors import IncomparableReportError, LayoutError, UnsupportedConversion
 from ..runner.heads import check_takes_token_map
 from ..runner.trees.shapes import TreeOptions, TreeShape, resolve_tree
 from ..targets.read import read_target
+from ..vocab.token_map import read_token_map
 from . import gates as gate_checks
 from .compare import compare_gate
 from .report import SCHEMA_VERSION, BenchReport
 from .settings import DecodeSettings, EngineOptions, GateOptions, HubOptions
-from .token_map import read_token_map
 
 DEFAULT_MAX_TAU_DROP = 0.05
 
@@ -98,7 +98,7 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
     hot_token_ids = None
     if decode.token_map is not None:  # refused before the target loads: a wrong map costs no bench
         check_takes_token_map(head.spec)
-        hot_token_ids = read_token_map(decode.token_map, head.spec.vocab_size)
+        hot_token_ids = read_token_map(decode.token_map, head.spec.vocab_size).ids_tensor()
     shape = resolve_tree(decode.tree or TreeOptions(), k=decode.k, draft_kind=head.spec.kind,
                          target_config=target_ckpt.config)
     if shape.mode != "chain" and gates.reference_draft is not None:
