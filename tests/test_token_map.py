@@ -227,3 +227,43 @@ def test_cli_token_map_json_and_human_line(heads, tmp_path):
     engine = run_cli("bench", "--target", heads / "target", "--draft", heads / "partial", "--token-map", hot,
                      "--engine", "vllm")
     assert engine.returncode == 2 and "--token-map" in engine.stderr
+
+
+def test_convert_to_sglang_copies_the_checked_map_and_prints_the_flag(heads, tmp_path):
+    hot = list(range(0, VOCAB, 2))
+    source = tmp_path / "specforge"
+    source.mkdir()
+    FORMATS["specforge"].write(VocabMap.from_ids(hot, VOCAB), source)  # any registry format: written as SGLang's
+    out = tmp_path / "out"
+    done = run_cli("convert", heads / "partial", "-t", heads / "target", "--to", "sglang", "-o", out, "--token-map",
+                   next(source.iterdir()), "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    written = out / f"token_map-{len(hot)}.pt"
+    assert data["token_map"]["file"] == written.name and data["token_map"]["hot_tokens"] == len(hot)
+    assert data["serve_command"].endswith(f"--speculative-token-map {written.resolve()}")
+    ids = torch.load(written, weights_only=True)
+    assert ids.dtype == torch.int64 and ids.tolist() == hot  # what SGLang's load_token_map reads
+    assert json.loads((out / "eagle_convert.json").read_text())["token_map"]["file"] == written.name
+    assert f"--speculative-token-map {written.resolve()}" in (out / "README.md").read_text()
+    # the converted head with its copied map drafts exactly as the raw head with the map it was given
+    assert counters(bench(heads, token_map=str(written))) == counters(
+        eagle_convert.bench(str(heads / "target"), str(out), k=3, max_new_tokens=16, prompts=PROMPTS,
+                            token_map=str(written)).to_dict())
+    assert "--speculative-token-map" not in eagle_convert.convert(
+        str(heads / "partial"), str(heads / "target"), tmp_path / "plain", to="sglang").plan.serve_command
+
+
+@pytest.mark.parametrize("case", ["vllm", "eagle3", "out_of_range"])
+def test_convert_token_map_refusals_write_nothing(heads, tmp_path, case):
+    good, bad = save_map(tmp_path / "hot.pt", [1, 2, 3]), save_map(tmp_path / "bad.pt", [1, VOCAB + 5])
+    draft, target, to, path, says = {
+        "vllm": ("partial", "target", "vllm", good, "the vllm layout's engine has no hot-token map"),
+        "eagle3": ("eagle3", "target8", "sglang", good, "EAGLE-3 head does not draft with"),
+        "out_of_range": ("partial", "target", "sglang", bad, "out-of-range"),
+    }[case]
+    out = tmp_path / "out"
+    done = run_cli("convert", heads / draft, "-t", heads / target, "--to", to, "-o", out, "--token-map", path)
+    assert done.returncode == 1 and done.stdout == ""
+    assert says in " ".join(done.stderr.split())
+    assert not out.exists() and not list(tmp_path.glob(".out*"))

@@ -20,6 +20,7 @@ from .execute import execute_plan
 from .fetch import fetch_plan
 from .plan import Plan, build_plan
 from .prefetch import end_reads
+from .token_map import plan_token_map
 
 
 @dataclass
@@ -39,6 +40,7 @@ class ConversionResult:
     nonfinite: dict[str, int] = field(default_factory=dict)  # --allow-nonfinite: NaN/Inf written, per tensor
     notes: list[str] = field(default_factory=list)  # about the output folder (a killed run's staging folder removed)
     will_check: list[str] = field(default_factory=list)  # dry run: checks the real run makes on data not read yet
+    token_map: dict | None = None  # --token-map: its source, sha256, the file in OUT, hot ids, target vocab
 
     def to_dict(self) -> dict:
         return {
@@ -55,6 +57,7 @@ class ConversionResult:
             "embedding_check": self.embedding_check,
             "nonfinite": self.nonfinite,
             "fetch": self.fetch,
+            **({"token_map": self.token_map} if self.token_map else {}),
             **({"will_check": self.will_check} if self.out is None else {}),
             **self.plan.to_dict(),
         }
@@ -82,8 +85,11 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             revision: str | None = None, target_revision: str | None = None, token: str | None = None,
             offline: bool | None = None, progress: bool = False, check_embedding: bool = False,
             target_pattern: str | None = None, target_lm_head: str | None = None, target_embed: str | None = None,
-            lm_head_from: str | None = None, allow_nonfinite: bool = False) -> ConversionResult:
-    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (docs/convert.md: every option)."""
+            lm_head_from: str | None = None, allow_nonfinite: bool = False,
+            token_map: str | Path | None = None) -> ConversionResult:
+    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (docs/convert.md: every option).
+    `token_map`: a hot-token map for an EAGLE-1 head --to sglang, checked, copied into OUT and named in the serve
+    command (conversion/token_map.py)."""
     quiet = not progress
     # A dry run reads the draft's safetensors header by range too, so it fetches no tensor data.
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft", quiet=quiet,
@@ -100,14 +106,16 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     target_info = read_target(target_in.checkpoint, lm_head=target_lm_head, embed=target_embed,
                               lm_head_from=weights_in.checkpoint if weights_in else None)
     head = load_draft(draft_in.checkpoint, target_info.config, drop=tuple(drop))
+    hot = plan_token_map(token_map, head.spec, get_layout(to), target_info.config) if token_map else None
     # Names written into configs and the serve command work from any folder: local paths absolute, repo ids as ids.
+    out_label = str(Path(out).resolve()) if out else "OUT"
     plan = build_plan(head, target_info, to=to, dtype=dtype, fc_bias=fc_bias,
                       verifier=absolute_if_local(verifier) if verifier else None, target_label=target_in.serve_name,
-                      out_label=str(Path(out).resolve()) if out else "OUT",
-                      num_speculative_tokens=num_speculative_tokens)
+                      out_label=out_label, num_speculative_tokens=num_speculative_tokens,
+                      token_map=f"{out_label}/{hot.file_name}" if hot else None)
     check_head_vocab_map(head)
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None,
-                              lm_head_from=weights_in)
+                              lm_head_from=weights_in, token_map=hot.describe() if hot else None)
     rule = get_layout(to).embedding_rule(head.spec, frozenset(head.tensors))
     always = check_embedding or rule is not None
     if dry_run:
@@ -125,5 +133,5 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
         raise UnsupportedConversionError(rule.refusal.format(difference=difference), rule.hint)
     result.notes += remove_stale_staging(Path(out))
     execute_plan(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,
-             allow_nonfinite)
+             allow_nonfinite, token_map=hot)
     return result
