@@ -66,7 +66,11 @@ class VocabMapResult:
 def _target_vocab(target: str | None, size: int | None) -> int | None:
     if target is None:
         return size
-    stated = config_vocab_size(open_input(target, role="target").checkpoint.config)
+    local = Path(target) / "config.json"  # a local folder: its config alone (no weights needed to size a map)
+    config = json.loads(local.read_text()) if local.is_file() else open_input(target, role="target").checkpoint.config
+    stated = config_vocab_size(config)
+    if stated is None:
+        raise VocabMapError(f"{target}'s config states no vocab_size.", "Pass --target-vocab-size N.")
     if size is not None and stated != size:
         raise VocabMapError(f"--target-vocab-size {size} disagrees with the target's config vocabulary ({stated}).",
                             "Pass one of the two.")

@@ -25,7 +25,7 @@ def _emit(as_json: bool, payload: dict, human: list[str]) -> None:
 
 
 def _finding_lines(findings) -> list[str]:
-    return [paragraph(f"{'error' if f.error else 'note'}: {f.name}: {f.message}. Read wrongly by: {f.engines}.")
+    return [paragraph(f"{'error' if f.error else 'note'}: {f.name}: {f.message} ({f.engines}).")
             for f in findings]
 
 

@@ -12,6 +12,8 @@ from ..errors import EagleConvertError
 from ..io.safetensors import SAFETENSORS_CODES
 from ..layouts import LAYOUTS
 from ..targets.read import TargetInfo, read_target
+from ..vocab.check import check_map
+from ..vocab.head import head_facts
 from .target import describe_target, looks_like_target
 
 HALF = {"float16", "bfloat16"}
@@ -40,12 +42,13 @@ class InspectReport:
     target: dict | None = None  # PATH is a target checkpoint: family, LM head / embedding, quantization, bench
     variant: str | None = None  # "EAGLE-3 (norm_before_fc)", "EAGLE 3.1 (...)", "EAGLE-1"
     flags: dict = field(default_factory=dict)  # EAGLE-3 flag -> {"value", "source"}: what was read, and from where
+    vocab_map: list[dict] = field(default_factory=list)  # an EAGLE-3 head's d2t/t2d findings (vocab/check.py)
 
     def to_dict(self) -> dict:
         return {"path": self.path, "layout": self.layout, "layout_reason": self.layout_reason, "kind": self.kind,
                 "variant": self.variant, "flags": self.flags,
                 "config": self.config, "tensors": self.tensors, "problems": [p.to_dict() for p in self.problems],
-                "notes": self.notes, "ranks": self.ranks, "target": self.target}
+                "notes": self.notes, "ranks": self.ranks, "target": self.target, "vocab_map": self.vocab_map}
 
 
 def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (), revision: str | None = None,
@@ -77,7 +80,23 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
     report.flags = variant_flags(head.spec)
     report.notes += list(head.notes)
     report.problems += _problems(head, target_info)
+    if head.spec.head_kind.vocab_map:
+        _vocab_findings(report, head, target_info)
     return report
+
+
+def _vocab_findings(report: InspectReport, head: DraftHead, target: TargetInfo | None) -> None:
+    """The vocab room's one check of the head's map (what `vocab-map check` reports): errors as problems, the rest
+    as notes."""
+    findings = check_map(head_facts(head.checkpoint, target.vocab_size if target else None))
+    report.vocab_map = [f.as_dict() for f in findings]
+    for f in findings:
+        if f.error and f.name != "missing-d2t":  # a missing d2t is already a problem of its own above
+            report.problems.append(Problem(f"Vocab map {f.name}: {f.message} ({f.engines}).",
+                                           "eagle-convert vocab-map check HEAD lists every finding; rebuild or "
+                                           "re-export the map the head was trained with."))
+        elif not f.error:
+            report.notes.append(f"vocab map {f.name}: {f.message} ({f.engines})")
 
 
 def _target_report(report: InspectReport, ckpt) -> InspectReport:

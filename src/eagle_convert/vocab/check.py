@@ -127,8 +127,14 @@ def errors_of(findings: list[Finding]) -> list[Finding]:
 def refuse_errors(findings: list[Finding], label: str, error_class: type = VocabMapError) -> None:
     """One paragraph naming every error, and what reads it wrongly; nothing is written after this raises."""
     errors = errors_of(findings)
-    if errors:
-        what = "; ".join(f"{f.name}: {f.message} ({f.engines})" for f in errors)
-        raise error_class(f"{label}: the vocabulary map is wrong: {what}.",
-                          "Rebuild the map (eagle-convert vocab-map build) or re-export the head with the map it was "
-                          "trained with; `eagle-convert vocab-map check` lists every finding.")
+    if not errors:
+        return
+    what = "; ".join(f"{f.name}: {f.message} ({f.engines})" for f in errors)
+    if all(f.name == "not-ascending" for f in errors):
+        hint = ("Sorting the map alone would re-point every draft row: write it into its head with --apply-to HEAD "
+                "(the LM-head rows are permuted with it), or pick --format safetensors, modelopt or sglang, which "
+                "keep any order.")
+    else:
+        hint = ("Rebuild the map (eagle-convert vocab-map build) or re-export the head with the map it was trained "
+                "with; `eagle-convert vocab-map check` lists every finding.")
+    raise error_class(f"{label}: the vocabulary map is wrong: {what}.", hint)

@@ -37,7 +37,7 @@ RULES: dict[str, SelectionRule] = {r.compat: r for r in (
                   "specforge 0.2.0 data/preprocessing.py: generate_vocab_mapping_file, process_token_dict_to_mappings"),
     SelectionRule("speculators", "after-generation-prompt", "truncate", "lowest-id", "lowest-unused", "ascending", True,
                   "speculators 0.9.0 train/vocab_mapping.py: build_vocab_mappings_from_distribution"),
-    SelectionRule("eagle", "assistant-span", "drop", "first-seen", "none", "ascending", False,
+    SelectionRule("eagle", "assistant-span", "drop", "first-seen", "none", "ascending", True,
                   "SafeAILab EAGLE eagle/traineagle3/cnets.py (build_dataset_rank, Counter.most_common)"),
     SelectionRule("modelopt", "all-tokens", "none", "first-seen", "refuse", "frequency", False,
                   "NVIDIA ModelOpt examples/speculative_decoding/scripts/calibrate_draft_vocab.py"),
