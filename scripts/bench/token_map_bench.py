@@ -28,11 +28,13 @@ from pathlib import Path
 import torch
 
 from eagle_convert.benchmark.session import load_target, open_session
+from eagle_convert.benchmark.token_counts import CountSettings, count_tokens
 from eagle_convert.checkpoint.open import open_input
 from eagle_convert.draft.load import load_draft, tensor_reader
 from eagle_convert.runner.heads import build_draft_head
 from eagle_convert.runner.metrics import AcceptanceStats
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
+from eagle_convert.vocab.selection import select
 from eagle_convert.vocab.token_map import read_token_map
 
 
@@ -43,13 +45,15 @@ def timed(fn):
 
 
 def built_maps(args, vocab_size: int) -> dict[str, torch.Tensor]:
-    """NAME -> hot target ids: the --map files, then one map per --size from --corpus (one count, every size)."""
+    """NAME -> hot target ids: the --map files, then one map per --size from --corpus, counted once the --compat
+    producer's way and selected per size (what `vocab-map build` writes)."""
     maps = {name: read_token_map(path, vocab_size).ids_tensor() for name, path in (m.split("=", 1) for m in args.map)}
     if args.size:
-        from eagle_convert.vocab.build import build_maps  # the vocab-map room (issue 23, items 1-3)
-
-        for size, vocab_map in build_maps(args.target, args.corpus, args.size, compat=args.compat).items():
-            maps[f"{args.compat} N={size}"] = vocab_map.ids_tensor()
+        counted = count_tokens(args.target, args.corpus, CountSettings(args.compat, args.max_length))
+        print(f"counted {counted.counts.tokens} tokens in {counted.counts.samples} samples of {args.corpus} "
+              f"({len(counted.counts.counts)} distinct ids)", flush=True)
+        for size in args.size:
+            maps[f"{args.compat} N={size}"] = select(counted.counts, size, vocab_size, args.compat).ids_tensor()
     return maps
 
 
@@ -140,6 +144,7 @@ def main():
     ap.add_argument("--corpus", help="the corpus maps are built from (with --size)")
     ap.add_argument("--size", action="append", type=int, default=[], metavar="N")
     ap.add_argument("--compat", default="specforge")
+    ap.add_argument("--max-length", type=int, default=2048, help="as vocab-map build")
     ap.add_argument("-k", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--num-prompts", type=int, help="only the first N prompts")
