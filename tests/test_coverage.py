@@ -4,16 +4,25 @@ cannot propose, on a case small enough to count by hand."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
-from support.convert import run_cli
+from click.testing import CliRunner
 
 from eagle_convert.benchmark.chat import ChatTokenizer
 from eagle_convert.benchmark.coverage import coverage
 from eagle_convert.benchmark.session import load_target
+from eagle_convert.cli.main import main
 from eagle_convert.runner.speculate import plain_generate
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
+
+
+def cli(*args):
+    """The CLI in this process (an interpreter start per call would cost most of these tests' time); an unexpected
+    exception is raised, not counted as exit 1."""
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr)
 
 
 def test_coverage_counts_every_occurrence_on_a_hand_counted_stream():
@@ -75,12 +84,12 @@ def test_coverage_cli_rows_equal_counts_over_the_targets_own_stream(coverage_pai
     stream = greedy_ids(root / "target", 8)
     hot = sorted(set(stream))[::2]  # half of the ids the target emits: a map that must lose tokens
     torch.save(hot, tmp_path / "hot.pt")
-    built = run_cli("vocab-map", "build", "--target", root / "target", "--prompts", root / "corpus.jsonl", "-n", "4",
+    built = cli("vocab-map", "build", "--target", root / "target", "--prompts", root / "corpus.jsonl", "-n", "4",
                     "-n", "16", "--compat", "specforge", "--format", "sglang", "-o", tmp_path / "maps",
                     "--cache-dir", tmp_path / "cache")
     assert built.returncode == 0, built.stderr
     maps = {n: torch.load(tmp_path / "maps" / f"token_map-{n}.pt", weights_only=True).tolist() for n in (4, 16)}
-    out = run_cli("vocab-map", "coverage", "--target", root / "target", "--prompts", root / "prompts.jsonl",
+    out = cli("vocab-map", "coverage", "--target", root / "target", "--prompts", root / "prompts.jsonl",
                   "--corpus", root / "corpus.jsonl", "-n", "4", "-n", "16", "--compat", "specforge",
                   "--map", tmp_path / "hot.pt", "--max-new-tokens", "8", "--cache-dir", tmp_path / "cache", "--json")
     assert out.returncode == 0, out.stderr
@@ -114,7 +123,7 @@ def test_coverage_of_a_heads_own_map_and_the_table(coverage_pair):
     eagle1 = api.vocab_coverage(str(root / "target"), str(root / "prompts.jsonl"),
                                 api.CoverageSources(head=str(root / "eagle1")), max_new_tokens=6)
     assert eagle1.rows[0].outside_tokens == 0 and eagle1.rows[0].draft_vocab_size == TinyConfig().vocab_size
-    human = run_cli("vocab-map", "coverage", "--target", root / "target", "--prompts", root / "prompts.jsonl",
+    human = cli("vocab-map", "coverage", "--target", root / "target", "--prompts", root / "prompts.jsonl",
                     "--head", root / "eagle3", "--max-new-tokens", "6", "-q")
     assert human.returncode == 0, human.stderr
     assert f"stream: {len(stream)} tokens the target generated greedily over 3 prompts" in human.stdout
@@ -123,13 +132,13 @@ def test_coverage_of_a_heads_own_map_and_the_table(coverage_pair):
 
 def test_coverage_refusals(coverage_pair, tmp_path):
     root = coverage_pair
-    nothing = run_cli("vocab-map", "coverage", "--target", root / "target", "--prompts", root / "prompts.jsonl")
+    nothing = cli("vocab-map", "coverage", "--target", root / "target", "--prompts", root / "prompts.jsonl")
     assert nothing.returncode == 2 and "Nothing to measure" in nothing.stderr
-    prompt_only = run_cli("vocab-map", "coverage", "--target", root / "target", "--prompts", root / "prompts.jsonl",
+    prompt_only = cli("vocab-map", "coverage", "--target", root / "target", "--prompts", root / "prompts.jsonl",
                           "-n", "4", "--compat", "specforge", "--cache-dir", tmp_path / "cache", "-q")
     assert prompt_only.returncode == 1 and prompt_only.stderr.startswith("error: ")
     assert "counted no token" in " ".join(prompt_only.stderr.split())
     torch.save([1, 1, 2], tmp_path / "dup.pt")
-    dup = run_cli("vocab-map", "coverage", "--target", root / "target", "--prompts", root / "prompts.jsonl",
+    dup = cli("vocab-map", "coverage", "--target", root / "target", "--prompts", root / "prompts.jsonl",
                   "--map", tmp_path / "dup.pt")
     assert dup.returncode == 1 and "duplicates" in dup.stderr and dup.stdout == ""

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
-from support.convert import run_cli
+from click.testing import CliRunner
 
 import eagle_convert
+from eagle_convert.cli.main import main
 from eagle_convert.errors import LayoutError, ShapeMismatchError, UnsupportedConversionError
 from eagle_convert.runner.heads import build_draft_head
 from eagle_convert.runner.hot_tokens import restrict_lm_head
@@ -33,6 +35,13 @@ PROMPTS = ["t10 t11 t12", "t40 t7 t99 t3", "t5 t6 t7 t8 t9"]
 VOCAB = TinyConfig().vocab_size
 TREES = [None, TreeOptions(tree="dynamic", depth=3, top_k=3, tokens=8),
          TreeOptions(tree="mc_sim_7b_63")]
+
+
+def cli(*args):
+    """The CLI in this process (an interpreter start per call would cost most of these tests' time); an unexpected
+    exception is raised, not counted as exit 1."""
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return SimpleNamespace(returncode=result.exit_code, stdout=result.stdout, stderr=result.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +211,7 @@ def test_bad_maps_and_eagle3_heads_exit_1_with_one_paragraph(heads, tmp_path):
     cases = [("partial", "target", dup, "duplicates"), ("partial", "target", str(not_torch), "cannot be read"),
              ("eagle3", "target8", ok, "EAGLE-3 head does not draft with")]
     for head, target, path, says in cases:
-        out = run_cli("bench", "--target", heads / target, "--draft", heads / head, "--max-new-tokens", "4",
+        out = cli("bench", "--target", heads / target, "--draft", heads / head, "--max-new-tokens", "4",
                       "--token-map", path, "-q")
         assert out.returncode == 1, (head, path, out.stderr)
         assert out.stdout == ""
@@ -215,16 +224,16 @@ def test_bad_maps_and_eagle3_heads_exit_1_with_one_paragraph(heads, tmp_path):
 
 def test_cli_token_map_json_and_human_line(heads, tmp_path):
     hot = save_map(tmp_path / "hot.pt", list(range(0, VOCAB, 2)))
-    out = run_cli("bench", "--target", heads / "target", "--draft", heads / "partial", "--max-new-tokens", "6",
+    out = cli("bench", "--target", heads / "target", "--draft", heads / "partial", "--max-new-tokens", "6",
                   "--token-map", hot, "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["settings"]["token_map"]["hot_tokens"] == VOCAB // 2
     assert data["lossless"]["identical"] is True
-    human = run_cli("bench", "--target", heads / "target", "--draft", heads / "partial", "--max-new-tokens", "6",
+    human = cli("bench", "--target", heads / "target", "--draft", heads / "partial", "--max-new-tokens", "6",
                     "--token-map", hot, "-q")
     assert f"restricted to {VOCAB // 2} of {VOCAB} target tokens" in human.stdout
-    engine = run_cli("bench", "--target", heads / "target", "--draft", heads / "partial", "--token-map", hot,
+    engine = cli("bench", "--target", heads / "target", "--draft", heads / "partial", "--token-map", hot,
                      "--engine", "vllm")
     assert engine.returncode == 2 and "--token-map" in engine.stderr
 
@@ -235,7 +244,7 @@ def test_convert_to_sglang_copies_the_checked_map_and_prints_the_flag(heads, tmp
     source.mkdir()
     FORMATS["specforge"].write(VocabMap.from_ids(hot, VOCAB), source)  # any registry format: written as SGLang's
     out = tmp_path / "out"
-    done = run_cli("convert", heads / "partial", "-t", heads / "target", "--to", "sglang", "-o", out, "--token-map",
+    done = cli("convert", heads / "partial", "-t", heads / "target", "--to", "sglang", "-o", out, "--token-map",
                    next(source.iterdir()), "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -263,7 +272,7 @@ def test_convert_token_map_refusals_write_nothing(heads, tmp_path, case):
         "out_of_range": ("partial", "target", "sglang", bad, "out-of-range"),
     }[case]
     out = tmp_path / "out"
-    done = run_cli("convert", heads / draft, "-t", heads / target, "--to", to, "-o", out, "--token-map", path)
+    done = cli("convert", heads / draft, "-t", heads / target, "--to", to, "-o", out, "--token-map", path)
     assert done.returncode == 1 and done.stdout == ""
     assert says in " ".join(done.stderr.split())
     assert not out.exists() and not list(tmp_path.glob(".out*"))
