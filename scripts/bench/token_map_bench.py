@@ -150,6 +150,8 @@ def main():
     ap.add_argument("--num-prompts", type=int, help="only the first N prompts")
     ap.add_argument("--reps", type=int, default=30, help="calls per step-cost median")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--step-costs-only", action="store_true",
+                    help="only the draft and target step costs (they do not depend on the head's training)")
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -165,7 +167,8 @@ def main():
     first = session.prompts[0]
     context = session.encode([{"role": "user", "content": first.turns[0]}], first)
     costs = step_costs(target, heads, context, args.reps)
-    runs = run_prompts(target, heads, session, args)
+    runs = {name: {} for name in [*heads, "plain"]} if args.step_costs_only else run_prompts(target, heads, session,
+                                                                                                    args)
     configs = {name: {"lm_head_rows": int(head.lm_head.shape[0]), "draft_step_ms": costs[name],
                       "step_ratio": costs[name] / costs["target step"], **runs[name]}
                for name, head in heads.items()}
@@ -176,7 +179,8 @@ def main():
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
-    print(table(result))
+    if not args.step_costs_only:
+        print(table(result))
 
 
 if __name__ == "__main__":
