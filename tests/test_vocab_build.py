@@ -78,3 +78,18 @@ def test_build_refusals_write_nothing(tmp_path):
     (tmp_path / "x").mkdir()
     exists = build(tmp_path, "-n", 4, "--compat", "specforge", "-o", tmp_path / "x")
     assert exists.exit_code == 1 and "--force" in exists.stderr and list((tmp_path / "x").iterdir()) == []
+
+
+def test_t2d_is_sized_by_the_config_vocab_text_config_included(tmp_path):
+    _setup(tmp_path)
+    config_path = tmp_path / "target" / "config.json"
+    config = json.loads(config_path.read_text())
+    # a VLM: the text model's vocabulary (padded past the 128 tokenizer entries) sizes t2d, not the top level's
+    config_path.write_text(json.dumps({**config, "vocab_size": 999, "text_config": {"vocab_size": 160}}))
+    run = build(tmp_path, "-n", 4, "--compat", "speculators", "-o", tmp_path / "v", "-q")
+    assert run.exit_code == 0, run.output
+    stored = read_stored(tmp_path / "v" / "d2t-4.npy")
+    assert stored.t2d.shape == (160,) and int(stored.t2d.sum()) == 4
+    d2t, t2d = producer_function("build_vocab_mappings_from_distribution")({20: 2, 21: 2, 22: 1, 5: 2, 23: 1,
+                                                                             24: 1}, 4, 160)
+    assert torch.equal(stored.d2t, d2t) and torch.equal(stored.t2d, t2d)

@@ -102,6 +102,9 @@ def vocab_build(target: str, prompts: str, sizes: list[int], settings: CountSett
     fmt = format_for(output.format or DEFAULT_FORMAT[rule_for(settings.compat).compat])
     check_out(output.out, output.force, [folder, Path(prompts)])  # before counting: refuse early
     vocab = config_vocab_size(json.loads((folder / "config.json").read_text()))
+    if vocab is None:
+        raise VocabMapError(f"{target}'s config.json states no vocab_size (nor text_config.vocab_size).",
+                            "t2d is sized by the config vocabulary; give the target's own config.json.")
     try:
         counted = count_tokens(folder, prompts, settings)
     except (ValueError, jinja2.TemplateError) as error:

@@ -143,9 +143,11 @@ def _span_sample(chat: ChatTokenizer, messages: list[dict], pattern: re.Pattern,
             return None
         ids = ids[:max_length]
     mask = [0] * len(ids)
-    for match in pattern.finditer(text):
-        start = min(len(_encode(chat, text[:match.start(1)])), len(ids))
-        end = min(len(_encode(chat, text[:match.end(1)])), len(ids))
+    spans = [(m.start(1), m.end(1)) for m in pattern.finditer(text)]
+    # SpecForge's index arithmetic: a span's token bounds are the lengths of its re-encoded text prefixes
+    prefixes = chat.tokenizer.encode_batch([text[:c] for span in spans for c in span], add_special_tokens=False)
+    for k in range(len(spans)):
+        start, end = (min(len(p.ids), len(ids)) for p in prefixes[2 * k: 2 * k + 2])
         mask[start:end] = [1] * (end - start)
     return [i for i, m in zip(ids, mask) if m]
 

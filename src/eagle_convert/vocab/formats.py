@@ -44,11 +44,8 @@ def _torch_load(path: Path):
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - a refused pickle, a corrupt zip: one typed error either way
-        # torch's own message runs to paragraphs of advice (re-run with weights_only=False...): its first sentence only
-        cause = next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
-        cause = cause.split(". ")[0][:200]
-        raise VocabMapError(f"{path} cannot be read as a tensor file with torch.load(weights_only=True): "
-                            f"{cause.rstrip('.')}.",
+        said = str(error).split(". ")[0].strip()  # torch's message runs on for a paragraph about its defaults
+        raise VocabMapError(f"{path} cannot be read as a tensor file with torch.load(weights_only=True): {said}.",
                             "Map files are read without running pickled code; give the file the producer wrote.") \
             from error
 

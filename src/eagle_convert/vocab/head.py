@@ -81,6 +81,9 @@ def head_map(ckpt: Checkpoint, facts: MapFacts, given: VocabMap | None) -> Vocab
     """The target ids of the head's rows, in row order: its own d2t; a full-vocabulary head's identity; or, for a
     reduced head saved without d2t, the map given (that it was trained with)."""
     vocab = facts.vocab_size
+    if vocab is None:
+        raise VocabMapError(f"{ckpt.label}'s config states no vocab_size.",
+                            "Give the head's config.json its target's vocab_size.")
     if facts.d2t is not None:
         return VocabMap.from_d2t(facts.d2t, vocab)
     if facts.lm_head_rows is None or facts.lm_head_rows == vocab:
