@@ -30,9 +30,9 @@ def bench(*args, **kwargs):
     return _bench(*args, **kwargs)
 
 
-__all__ = ["ConversionResult", "CountSettings", "InspectReport", "MapOutput", "MtpResult", "MtpSettings",
-           "VocabCheckReport", "VocabMapResult", "bench", "convert", "extract_mtp", "inspect", "vocab_build",
-           "vocab_check", "vocab_convert"]
+__all__ = ["ConversionResult", "CountSettings", "CoverageReport", "CoverageSources", "InspectReport", "MapOutput",
+           "MtpResult", "MtpSettings", "VocabCheckReport", "VocabMapResult", "bench", "convert", "extract_mtp", "inspect",
+           "vocab_build", "vocab_check", "vocab_convert", "vocab_coverage"]
 
 
 # `vocab-map`: draft vocabulary maps built (counting needs the chat renderer, benchmark/), converted, checked and
@@ -183,3 +183,80 @@ def vocab_check(path: str, *, target: str | None = None, target_vocab_size: int 
     ascending = None if d2t is None or d2t.dim() != 1 else bool((d2t[1:] >= d2t[:-1]).all())
     return VocabCheckReport(path, kind, findings, facts.vocab_size,
                             d2t.numel() if d2t is not None else facts.lm_head_rows, ascending)
+
+
+@dataclass(frozen=True)
+class CoverageSources:
+    """The draft vocabularies `vocab_coverage` measures: one map per size in `sizes`, built from `corpus` (the
+    prompts file when None) with `counting`'s producer rules; a map file (`map_file`, any registry format); a head's
+    own map (`head`: its d2t, or the whole vocabulary for a head without one)."""
+    sizes: tuple[int, ...] = ()
+    counting: CountSettings | None = None
+    corpus: str | None = None
+    map_file: str | None = None
+    map_format: str | None = None
+    head: str | None = None
+
+
+@dataclass
+class CoverageReport:
+    stream: dict  # prompts, generated tokens, max_new_tokens, how it was decoded
+    rows: list  # benchmark.coverage.Coverage, one per draft vocabulary
+    counts: dict | None = None  # the counting behind built maps: samples, tokens, cache
+
+    def to_dict(self) -> dict:
+        return {"stream": self.stream, "rows": [r.to_dict() for r in self.rows], "counts": self.counts}
+
+
+def _coverage_vocabularies(target: Path, prompts: str, sources: CoverageSources, vocab: int):
+    """(label, target ids) per vocabulary, and the counting's summary; every refusal before the target runs."""
+    import torch
+
+    from .vocab.token_map import read_token_map
+
+    found, counts = [], None
+    if sources.sizes:
+        corpus = sources.corpus or prompts
+        counted = count_tokens(target, corpus, sources.counting)
+        if not counted.counts.tokens:
+            raise VocabMapError(f"{corpus}: counting the {sources.counting.compat} way counted no token (rows without "
+                                "an assistant turn count nothing under its loss mask).",
+                                "Give --corpus with the assistant's answers (the data the head trains on), or "
+                                "--compat modelopt, which counts every template token.")
+        counts = {"corpus": str(corpus), "compat": sources.counting.compat, "samples": counted.counts.samples,
+                  "tokens": counted.counts.tokens, "distinct": len(counted.counts.counts),
+                  "cache_file": str(counted.cache_file), "cache_used": counted.cache_used}
+        found += [(f"{sources.counting.compat} N={n}",
+                   select(counted.counts, n, vocab, sources.counting.compat, _special_ids(target)).ids_tensor())
+                  for n in sources.sizes]
+    if sources.map_file:
+        found.append((f"map {sources.map_file}",
+                      read_token_map(sources.map_file, vocab, sources.map_format).ids_tensor()))
+    if sources.head:
+        facts = head_facts(open_input(sources.head, role="draft").checkpoint, vocab)
+        refuse_errors(check_map(facts), sources.head)
+        if facts.d2t is None:
+            found.append((f"head {sources.head} (no d2t: the whole vocabulary)", torch.arange(vocab)))
+        else:
+            found.append((f"head {sources.head} (d2t)", VocabMap.from_d2t(facts.d2t, vocab).ids_tensor()))
+    if not found:
+        raise VocabMapError("vocab-map coverage was given no draft vocabulary to measure.",
+                            "Pass -n N (with --compat), --map FILE or --head HEAD.")
+    return found, counts
+
+
+def vocab_coverage(target: str, prompts: str, sources: CoverageSources, *, max_new_tokens: int = 128,
+                   progress: bool = False) -> CoverageReport:
+    """The share of the target's own greedy tokens on `prompts` that each draft vocabulary cannot propose: a hard
+    ceiling on per-position acceptance (benchmark/coverage.py counts, benchmark/stream.py decodes)."""
+    from .benchmark.coverage import coverage
+    from .benchmark.stream import greedy_stream
+
+    folder = Path(target)
+    if not (folder / "config.json").is_file():
+        raise VocabMapError(f"{target} is not a local target folder.", "coverage runs the target: download it first.")
+    vocab = config_vocab_size(json.loads((folder / "config.json").read_text()))
+    vocabularies, counts = _coverage_vocabularies(folder, prompts, sources, vocab)
+    stream = greedy_stream(folder, prompts, max_new_tokens, progress=progress)
+    flat = stream.flat()
+    return CoverageReport(stream.to_dict(), [coverage(flat, ids, label) for label, ids in vocabularies], counts)

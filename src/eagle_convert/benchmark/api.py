@@ -12,10 +12,12 @@ import torch
 from ..checkpoint.open import open_input
 from ..checkpoint.ranks.checkpoint import RankedCheckpoint
 from ..draft.load import load_draft, tensor_reader
-from ..errors import IncomparableReportError, LayoutError
+from ..errors import IncomparableReportError, LayoutError, UnsupportedConversionError
 from ..positions.checks import PositionOptions
+from ..runner.heads import check_takes_token_map
 from ..runner.trees.shapes import TreeOptions, TreeShape, resolve_tree
 from ..targets.read import read_target
+from ..vocab.token_map import read_token_map
 from . import gates as gate_checks
 from .compare import compare_gate
 from .positions import bench_max_model_len, check_before_bench
@@ -32,7 +34,8 @@ def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 2
           ignore_eos: bool = False, min_acceptance_length: float | None = None, reference_draft: str | None = None,
           reference_report: str | Path | None = None, max_tau_drop: float | None = None,
           tree: TreeOptions | None = None, engine: str | EngineOptions | None = None,
-          compare: bool = False, max_model_len: int | None = None, allow_rope_mismatch: bool = False) -> BenchReport:
+          compare: bool = False, max_model_len: int | None = None, allow_rope_mismatch: bool = False,
+          token_map: str | Path | None = None) -> BenchReport:
     """Bench DRAFT on TARGET (the keyword form of `run`). A raw EAGLE-1 release uses the target's LM head and
     embedding in memory, so raw and converted heads give the same numbers. The target must be a local folder.
 
@@ -43,13 +46,14 @@ def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 2
     "vllm" (offline), or EngineOptions (a server's url, vLLM's interpreter, arguments, ...); `compare`: our runner
     too, on the same prompts, gated against the engine (vLLM offline when no engine is given); with an engine,
     `reference_draft` is the head our runner benches (the head as released) and the engine DRAFT.
-    `max_model_len`, `allow_rope_mismatch`: the position and RoPE checks run first (docs/long-context.md)."""
+    `max_model_len`, `allow_rope_mismatch`: the position and RoPE checks run first (docs/long-context.md). `token_map`:
+    a hot-token map file (SGLang's --speculative-token-map) restricting an EAGLE-1 head's LM head (our runner)."""
     if isinstance(engine, str):
         if engine not in ("ours", "vllm"):
             raise ValueError(f"engine must be 'ours', 'vllm' or EngineOptions, got {engine!r}")
         engine = EngineOptions() if engine == "vllm" else None
     decode = DecodeSettings(k=k, tree=tree, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                            ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts)
+                            ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts, token_map=token_map)
     return run(target, draft, decode, GateOptions(min_acceptance_length, reference_draft, reference_report,
                                                   max_tau_drop),
                HubOptions(revision, token, offline), engine=engine, compare=compare, device=device, dtype=dtype,
@@ -67,6 +71,11 @@ def run(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptio
         require_local_target(target)  # our runner's first refusal comes before the checks read the target
     checked = check_before_bench(target, draft, hub, positions or PositionOptions())
     if compare or engine is not None:
+        if decode.token_map is not None:
+            raise UnsupportedConversionError(
+                "--token-map restricts the head's LM head in our runner; vLLM has no hot-token map (FR-Spec), so an "
+                "engine bench would run the full head.",
+                "Bench the map with our runner (without --engine / --engine-url / --compare).")
         report = _bench_with_engine(target, draft, decode, gates, hub, engine or EngineOptions(), compare=compare,
                                     device=device, dtype=dtype, baseline=baseline, progress=progress, drop=drop)
     else:
@@ -95,6 +104,10 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
                                      role="draft").checkpoint, target_info.config, drop=tuple(drop))  # text sizes
 
     head = head_of(draft)
+    hot_token_ids = None
+    if decode.token_map is not None:  # refused before the target loads: a wrong map costs no bench
+        check_takes_token_map(head.spec)
+        hot_token_ids = read_token_map(decode.token_map, head.spec.vocab_size).ids_tensor()
     shape = resolve_tree(decode.tree or TreeOptions(), k=decode.k, draft_kind=head.spec.kind,
                          target_config=target_ckpt.config)
     if shape.mode != "chain" and gates.reference_draft is not None:
@@ -111,7 +124,8 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
         # The released head rounded as the converted head stores it: a correct cast then changes nothing.
         reference = (ref_head.spec, rounded_like(tensor_reader(ref_head), head.tensors))
     report = bench_target(target_ckpt, (head.spec, tensor_reader(head)), decode, shape, device=device, dtype=dtype,
-                          baseline=baseline, progress=progress, reference=reference, target_path=target)
+                          baseline=baseline, progress=progress, reference=reference, target_path=target,
+                          hot_token_ids=hot_token_ids)
     same_run = [gate_checks.reference_draft(report, report.reference, gates.reference_draft, inexact=inexact)
                 ] if gates.reference_draft is not None else []
     apply_report_gates(report, gates, stored, same_run=same_run)

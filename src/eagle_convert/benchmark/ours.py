@@ -29,9 +29,11 @@ Head = tuple[DraftSpec, Callable[[str], torch.Tensor]]  # a head's spec and its 
 
 def bench_target(target: Checkpoint, head: Head, decode: DecodeSettings, shape: TreeShape, *, device: str = "auto",
                  dtype: str | torch.dtype = "auto", baseline: bool = True, progress: bool = True,
-                 reference: Head | None = None, target_path: str | Path | None = None) -> BenchReport:
+                 reference: Head | None = None, target_path: str | Path | None = None,
+                 hot_token_ids: torch.Tensor | None = None) -> BenchReport:
     """Bench `head` on the opened `target` (a local folder; `target_path`: its name in the report, by default the
-    folder). `reference`: another head, benched after it with the same seed and no baseline: `.reference`."""
+    folder). `reference`: another head, benched after it with the same seed and no baseline: `.reference`.
+    `hot_token_ids`: decode.token_map's ids (token_map.py), each head's LM head restricted to them."""
     if decode.chat_template not in ("auto", "none"):
         raise ValueError(f"chat_template must be 'auto' or 'none', got {decode.chat_template!r}")
     if decode.temperature < 0:
@@ -47,30 +49,36 @@ def bench_target(target: Checkpoint, head: Head, decode: DecodeSettings, shape: 
     spec, get_tensor = head
     model = _load_target(target, dtype, device, aux_layer_ids_for(spec, num_layers))
 
+    token_map = None if hot_token_ids is None else {"path": str(decode.token_map), "hot_tokens": len(hot_token_ids),
+                                                    "vocab_size": model.config.vocab_size}
+
     def settings(spec: DraftSpec, model: TargetModel, baseline: bool) -> dict:
         return report_settings(target_path, shape, decode, device=str(device),
                                dtype=str(dtype).removeprefix("torch."), use_template=session.use_template,
                                baseline=baseline, num_prompts=len(session.prompts), draft_kind=spec.kind,
-                               aux_layer_ids=list(model.aux_layer_ids), text_only=view.text_only)
+                               aux_layer_ids=list(model.aux_layer_ids), text_only=view.text_only, token_map=token_map)
 
-    report = _bench_head(session, model, spec, get_tensor, shape, decode, baseline=baseline, progress=progress)
+    report = _bench_head(session, model, spec, get_tensor, shape, decode, baseline=baseline, progress=progress,
+                         hot_token_ids=hot_token_ids)
     report.settings = settings(spec, model, baseline)
     report.environment = runtime_environment(device)
     if reference is not None:
         ref_spec, ref_get = reference
         ref_model = model.with_aux_layer_ids(aux_layer_ids_for(ref_spec, num_layers))
         report.reference = _bench_head(session, ref_model, ref_spec, ref_get, shape, decode, baseline=False,
-                                       progress=progress)
+                                       progress=progress, hot_token_ids=hot_token_ids)
         report.reference.settings = settings(ref_spec, ref_model, False)
     check_lossless(report)
     return report
 
 
 def _bench_head(session: Session, target: TargetModel, spec: DraftSpec, get_tensor, shape: TreeShape,
-                decode: DecodeSettings, *, baseline: bool, progress: bool) -> BenchReport:
+                decode: DecodeSettings, *, baseline: bool, progress: bool,
+                hot_token_ids: torch.Tensor | None = None) -> BenchReport:
     check_sizes(spec, target.config.hidden_size, target.config.vocab_size, session.target_path)
     head = build_draft_head(spec, get_tensor, target_embedding=target.embed_weight,
-                            target_lm_head=target.lm_head_weight, dtype=target.dtype, device=target.device)
+                            target_lm_head=target.lm_head_weight, dtype=target.dtype, device=target.device,
+                            hot_token_ids=hot_token_ids)
     check_tree_for_head(shape, spec.vocab_size if head.draft_to_target is None else len(head.draft_to_target))
     engine, plain = OursEngine(target, head, shape), PlainEngine(target) if baseline else None
     request = dict(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, seed=decode.seed)

@@ -21,7 +21,8 @@ come.
 `BenchReport.to_dict()` schema (version 3), all times in seconds:
   schema_version: 3
   settings: {target, draft_kind, k (a tree: its levels), tree, max_new_tokens, temperature, seed, device, dtype,
-             chat_template (bool: used), aux_layer_ids, baseline, ignore_eos, num_prompts}
+             chat_template (bool: used), aux_layer_ids, baseline, ignore_eos, num_prompts, token_map (only with
+             bench --token-map: {path, hot_tokens, vocab_size})}
   overall:  acceptance (see below), generated_tokens, wall_time_s, tokens_per_s,
             baseline_generated_tokens, baseline_wall_time_s, baseline_tokens_per_s, speedup  (baseline_* and speedup
             are null without a baseline)

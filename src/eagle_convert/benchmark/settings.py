@@ -21,7 +21,8 @@ class HubOptions:
 @dataclass(frozen=True)
 class DecodeSettings:
     """What every engine decodes: the prompts, how they are encoded, and the decoding parameters. `tree`: draft
-    trees (runner/trees/shapes.py) instead of k-token chains; None: chains of k."""
+    trees (runner/trees/shapes.py) instead of k-token chains; None: chains of k. `token_map`: a hot-token map file
+    (FR-Spec, SGLang's --speculative-token-map) restricting an EAGLE-1 head's LM head; our runner only."""
     k: int = 3
     tree: TreeOptions | None = None
     max_new_tokens: int = 256
@@ -29,6 +30,7 @@ class DecodeSettings:
     seed: int = 0
     ignore_eos: bool = False
     chat_template: str = "auto"
+    token_map: str | Path | None = None
     prompts: str | Path | Iterable | None = field(default=None, hash=False, compare=False)
 
     def comparable(self, shape: TreeShape) -> dict:
@@ -63,11 +65,12 @@ class EngineOptions:
 
 
 def report_settings(target: str, shape: TreeShape, decode: DecodeSettings, *, device, dtype, use_template: bool,
-                    baseline: bool, num_prompts: int, draft_kind: str, aux_layer_ids, text_only: bool = False) -> dict:
+                    baseline: bool, num_prompts: int, draft_kind: str, aux_layer_ids, text_only: bool = False,
+                    token_map: dict | None = None) -> dict:
     """The report's `settings` (schema in session.py), the same keys whichever engine ran, so reports, gates and
     --reference-report compare across engines."""
     return {"target": target, "k": shape.levels, "tree": shape.to_dict(), "max_new_tokens": decode.max_new_tokens,
             "temperature": decode.temperature, "seed": decode.seed, "device": device, "dtype": dtype,
             "chat_template": use_template, "baseline": baseline, "ignore_eos": decode.ignore_eos,
             "num_prompts": num_prompts, **({"text_only": True} if text_only else {}), "draft_kind": draft_kind,
-            "aux_layer_ids": aux_layer_ids}
+            "aux_layer_ids": aux_layer_ids, **({"token_map": token_map} if token_map else {})}

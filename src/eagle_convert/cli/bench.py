@@ -50,13 +50,16 @@ def _fmt(value, spec: str = ".3f") -> str:
 @max_model_len_option("The context length you will serve (tokens): the draft's and the target's position limits are "
                       "checked against it (default: the longest context the run uses).")
 @allow_rope_mismatch_option
+@click.option("--token-map", type=click.Path(exists=True, dir_okay=False),
+              help="A hot-token map (SGLang's --speculative-token-map: a .pt list of target ids): the EAGLE-1 head's "
+                   "LM head keeps only those rows (FR-Spec); the verify stays the target's, so output is unchanged.")
 @click.option("--json", "as_json", is_flag=True, help="The full report (documented schema) on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @tree_options
 @engine_options
 def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, ignore_eos,
           no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path, threads,
-          drop, max_model_len, allow_rope_mismatch, as_json, quiet, **options):
+          drop, max_model_len, allow_rope_mismatch, token_map, as_json, quiet, **options):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
     tree_flags = {name: options.pop(name) for name in TREE_FLAGS}
     engine_flags = options
@@ -66,6 +69,10 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
             raise click.UsageError("--tree and --tree-sweep apply to our runner: an engine bench drafts chains "
                                    "(bench the tree without --engine / --engine-url / --compare).")
         check_engine_usage(engine_flags, draft=draft, reference_draft=reference_draft)
+        if token_map:
+            raise click.UsageError("--token-map restricts the head in our runner; vLLM has no hot-token map, so an "
+                                   "engine bench would ignore it (bench the map without --engine / --engine-url / "
+                                   "--compare).")
     elif draft is None:
         raise click.UsageError("--draft is required (except with --engine-url).")
 
@@ -75,9 +82,10 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
         torch.set_num_threads(threads)
 
     if tree_flags["tree_sweep"]:
-        return sweep_command(target, draft, k=k, prompts=prompts, num_prompts=tree_flags["sweep_prompts"],
-                             as_json=as_json, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                             device=device, dtype=dtype, chat_template=chat_template, drop=drop, ignore_eos=ignore_eos)
+        sweep = handle_errors(sweep_command)  # a bad --token-map is one paragraph here too
+        return sweep(target, draft, k=k, prompts=prompts, num_prompts=tree_flags["sweep_prompts"], as_json=as_json,
+                     max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, device=device, dtype=dtype,
+                     chat_template=chat_template, drop=drop, ignore_eos=ignore_eos, token_map=token_map)
 
     from ..benchmark.api import run
     from ..benchmark.compare import compare_table
@@ -87,7 +95,7 @@ def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, 
 
     decode = DecodeSettings(k=k, tree=None if with_engine else tree_options_from(tree_flags),
                             max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, ignore_eos=ignore_eos,
-                            chat_template=chat_template, prompts=prompts)
+                            chat_template=chat_template, prompts=prompts, token_map=token_map)
     gates = GateOptions(min_acceptance_length, reference_draft, reference_report, max_tau_drop)
     engine = engine_from(engine_flags) if with_engine else None
 
@@ -157,6 +165,10 @@ def human_report(data: dict) -> str:
     rates = overall["acceptance"]["per_position_rates"]
     lines.append("per-position acceptance: " + (" ".join(f"{_fmt(r)}" for r in rates) if rates else "-"))
     lines += tree_report_lines(data)
+    if s.get("token_map"):
+        m = s["token_map"]
+        lines.insert(1, f"token map: {m['path']}: the head's LM head restricted to {m['hot_tokens']} of "
+                        f"{m['vocab_size']} target tokens")
     if data.get("engine"):
         lines.insert(1, engine_line(data["engine"]))
     ll = data["lossless"]

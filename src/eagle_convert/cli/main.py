@@ -101,6 +101,9 @@ def target_tensor_options(fn):
               "default); the provenance records which tensors hold how many.")
 @max_model_len_option()
 @allow_rope_mismatch_option
+@click.option("--token-map", type=click.Path(exists=True, dir_okay=False),
+              help="--to sglang, EAGLE-1: a hot-token map (FR-Spec; any vocab-map format), checked against the target, "
+                   "copied into OUT in SGLang's format and named in the serve command (--speculative-token-map).")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the bytes it will read; write nothing.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result on stdout.")
@@ -110,7 +113,7 @@ def target_tensor_options(fn):
 @handle_errors
 def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens,
             max_shard_size, target_pattern, check_embedding, allow_nonfinite, max_model_len,
-            allow_rope_mismatch, dry_run, force, as_json, quiet, revision,
+            allow_rope_mismatch, token_map, dry_run, force, as_json, quiet, revision,
             target_revision, token, offline, target_lm_head, target_embed, lm_head_from):
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout; or, with --mtp TARGET,
     extract the MTP layers inside TARGET as a draft."""
@@ -142,7 +145,7 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
                          progress=not quiet and not as_json, check_embedding=check_embedding,
                          target_pattern=target_pattern, target_lm_head=target_lm_head, target_embed=target_embed,
                          lm_head_from=lm_head_from, allow_nonfinite=allow_nonfinite, max_model_len=max_model_len,
-                         allow_rope_mismatch=allow_rope_mismatch)
+                         allow_rope_mismatch=allow_rope_mismatch, token_map=token_map)
         finally:
             end_reads()  # convert() did already, unless it never started: nothing may outlive the command
     for line in result.notes:  # e.g. a killed run's staging folder removed: one line each, the path unbroken
@@ -201,6 +204,11 @@ def _human_convert(result) -> str:
                      f"(planning fetched {sum(fetch['fetched_to_plan'].values()):,})")
         lines += [f"  {i['what']} {i['file']}: {i['bytes']:,} bytes{' (cached)' if i['cached'] else ''}"
                   for i in fetch["to_fetch"]]
+    if result.token_map:
+        m = result.token_map
+        lines.append(f"token map: {m['source']}: {m['hot_tokens']} hot target ids, checked against the target's "
+                     f"vocabulary ({m['target_vocab_size']}); {'written' if result.out else 'to be written'} to "
+                     f"OUT/{m['file']} in SGLang's format")
     if result.out:
         lines.append(f"output: {result.out} ({', '.join(result.files)}); every tensor reloaded and verified")
     written = result.positions["written"]

@@ -139,3 +139,66 @@ def check(path, target, target_vocab_size, from_format, as_json):
             click.echo(paragraph(f"error: {path}: the map has errors ({names}); engines would read it wrongly."),
                        err=True)
         sys.exit(EXIT_ERROR)
+
+
+@vocab_map.command("coverage")
+@click.option("--target", "-t", required=True, help="Target folder: it generates the stream (our runner, greedy).")
+@click.option("--prompts", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="JSONL prompts whose first user turns the target answers (bench's or build's rows).")
+@click.option("-n", "sizes", multiple=True, type=click.IntRange(1),
+              help="Draft vocabulary size of a map built from --corpus (repeat for several; needs --compat).")
+@click.option("--compat", type=click.Choice(COMPATS), help="Whose rules build the -n maps (as vocab-map build).")
+@click.option("--corpus", type=click.Path(exists=True, dir_okay=False),
+              help="The corpus the -n maps are counted from (default: --prompts; a loss mask counts only assistant "
+                   "turns, so give the data the head trains on).")
+@click.option("--map", "map_file", type=click.Path(exists=True, dir_okay=False),
+              help="An existing map file (any format vocab-map reads; a .pt of one tensor is SGLang's token map).")
+@click.option("--from", "from_format", type=click.Choice(list(FORMATS)), help="--map's format, if ambiguous.")
+@click.option("--head", help="An existing head: its own d2t (or the whole vocabulary for a head without one).")
+@click.option("--max-new-tokens", default=128, show_default=True, type=click.IntRange(1),
+              help="Tokens the target generates per prompt.")
+@click.option("--max-length", default=2048, show_default=True, type=click.IntRange(1), help="As vocab-map build.")
+@click.option("--cache-dir", type=click.Path(path_type=Path), help="Where counts are cached (as vocab-map build).")
+@click.option("--threads", type=click.IntRange(1), help="torch CPU threads (default: torch's choice).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress.")
+@handle_errors
+def coverage(target, prompts, sizes, compat, corpus, map_file, from_format, head, max_new_tokens, max_length,
+             cache_dir, threads, as_json, quiet):
+    """The share of the target's own greedy tokens on PROMPTS that each draft vocabulary cannot propose: a hard
+    ceiling on per-position acceptance, per -n (and for --map / --head)."""
+    if sizes and not compat:
+        raise click.UsageError("-n builds maps the --compat producer's way: pass --compat too.")
+    if not (sizes or map_file or head):
+        raise click.UsageError("Nothing to measure: pass -n N (with --compat), --map FILE or --head HEAD.")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    api = _api()
+    progress = not quiet and not as_json
+    counting = api.CountSettings(compat, max_length, cache_dir, progress=progress) if sizes else None
+    sources = api.CoverageSources(tuple(sizes), counting, corpus, map_file, from_format, head)
+    report = api.vocab_coverage(target, prompts, sources, max_new_tokens=max_new_tokens, progress=progress)
+    _emit(as_json, report.to_dict(), coverage_lines(report.to_dict()))
+
+
+def coverage_lines(data: dict) -> list[str]:
+    s = data["stream"]
+    lines = [f"stream: {s['generated_tokens']} tokens the target generated greedily over {s['prompts']} prompts "
+             f"(first turns, up to {s['max_new_tokens']} new tokens each)"]
+    if data["counts"]:
+        c = data["counts"]
+        lines.append(f"maps built from {c['corpus']} the {c['compat']} way: {c['tokens']} tokens counted in "
+                     f"{c['samples']} samples, {c['distinct']} distinct ids")
+    width = max(len(r["label"]) for r in data["rows"])
+    lines.append(f"{'draft vocabulary':<{width}}  {'size':>7}  {'outside':>7}  {'share outside':>13}  "
+                 f"{'ceiling':>7}  {'distinct ids outside':>20}")
+    for r in data["rows"]:
+        share = "-" if r["outside_share"] is None else f"{r['outside_share']:.4f}"
+        ceiling = "-" if r["acceptance_ceiling"] is None else f"{r['acceptance_ceiling']:.4f}"
+        lines.append(f"{r['label']:<{width}}  {r['draft_vocab_size']:>7}  {r['outside_tokens']:>7}  {share:>13}  "
+                     f"{ceiling:>7}  {str(r['outside_distinct']) + ' of ' + str(r['stream_distinct']):>20}")
+    lines.append("ceiling = 1 - share outside: at a position whose target token is outside the draft vocabulary, no "
+                 "draft can be accepted")
+    return lines

@@ -22,6 +22,7 @@ from .execute import execute_plan
 from .fetch import fetch_plan
 from .plan import Plan, build_plan
 from .prefetch import end_reads
+from .token_map import plan_token_map
 
 
 @dataclass
@@ -42,6 +43,7 @@ class ConversionResult:
     notes: list[str] = field(default_factory=list)  # about the output folder (a killed run's staging folder removed)
     will_check: list[str] = field(default_factory=list)  # dry run: checks the real run makes on data not read yet
     positions: dict | None = None  # the position and RoPE checks (positions/checks.py) and what was written
+    token_map: dict | None = None  # --token-map: its source, sha256, the file in OUT, hot ids, target vocab
 
     def to_dict(self) -> dict:
         return {
@@ -59,6 +61,7 @@ class ConversionResult:
             "nonfinite": self.nonfinite,
             "fetch": self.fetch,
             "positions": self.positions,
+            **({"token_map": self.token_map} if self.token_map else {}),
             **({"will_check": self.will_check} if self.out is None else {}),
             **self.plan.to_dict(),
         }
@@ -87,9 +90,11 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             offline: bool | None = None, progress: bool = False, check_embedding: bool = False,
             target_pattern: str | None = None, target_lm_head: str | None = None, target_embed: str | None = None,
             lm_head_from: str | None = None, allow_nonfinite: bool = False, max_model_len: int | None = None,
-            allow_rope_mismatch: bool = False) -> ConversionResult:
+            allow_rope_mismatch: bool = False, token_map: str | Path | None = None) -> ConversionResult:
     """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (docs/convert.md: every option;
-    `max_model_len` and `allow_rope_mismatch`: the position and RoPE checks, docs/long-context.md)."""
+    `max_model_len` and `allow_rope_mismatch`: the position and RoPE checks, docs/long-context.md). `token_map`: a
+    hot-token map for an EAGLE-1 head --to sglang, checked, copied into OUT and named in the serve command
+    (conversion/token_map.py)."""
     quiet = not progress
     # A dry run reads the draft's safetensors header by range too, so it fetches no tensor data.
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft", quiet=quiet,
@@ -109,14 +114,16 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     positions = check_positions(head.layout.flat_config(head.checkpoint.config), target_info.config,
                                 PositionOptions(max_model_len, allow_rope_mismatch))
     refuse_rope_errors(positions)  # before anything is planned or written
+    hot = plan_token_map(token_map, head.spec, get_layout(to), target_info.config) if token_map else None
     # Names written into configs and the serve command work from any folder: local paths absolute, repo ids as ids.
+    out_label = str(Path(out).resolve()) if out else "OUT"
     plan = build_plan(head, target_info, to=to, dtype=dtype, fc_bias=fc_bias,
                       verifier=absolute_if_local(verifier) if verifier else None, target_label=target_in.serve_name,
-                      out_label=str(Path(out).resolve()) if out else "OUT",
-                      num_speculative_tokens=num_speculative_tokens)
+                      out_label=out_label, num_speculative_tokens=num_speculative_tokens,
+                      token_map=f"{out_label}/{hot.file_name}" if hot else None)
     check_head_vocab_map(head)
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None,
-                              lm_head_from=weights_in)
+                              lm_head_from=weights_in, token_map=hot.describe() if hot else None)
     positions.written = written_positions(plan.config)
     # What still holds for the output (a limit convert raised, a key it mirrored, no longer): what the CLI warns of.
     after = check_positions(get_layout(to).flat_config(plan.config), target_info.config,
@@ -139,7 +146,7 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
         raise UnsupportedConversionError(rule.refusal.format(difference=difference), rule.hint)
     result.notes += remove_stale_staging(Path(out))
     execute_plan(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,
-             allow_nonfinite)
+             allow_nonfinite, token_map=hot)
     return result
 
 

@@ -26,13 +26,15 @@ from . import finite
 from .derive import fold_fc_bias
 from .modelcard import model_card
 from .plan import DEQUANT, FOLD, GATHER, ZEROS, Plan, PlannedTensor
+from .token_map import TokenMapOutput, write_token_map
 
 if TYPE_CHECKING:  # converter.py imports this module
     from .converter import ConversionResult
 
 
 def execute_plan(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: bool, max_shard: int,
-             result: ConversionResult, progress: bool, allow_nonfinite: bool = False) -> None:
+             result: ConversionResult, progress: bool, allow_nonfinite: bool = False,
+             token_map: TokenMapOutput | None = None) -> None:
     checkpoints = {"draft": head.checkpoint, "target": target.checkpoint}
     by_name = {t.name: t for t in plan.tensors}
     nonfinite: dict[str, int] = {}  # NaN/Inf values each tensor's sources held (finite.judge raises for the rest)
@@ -86,6 +88,8 @@ def execute_plan(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, for
                 "metadata": {"total_size": sum(t.nbytes for t in wanted)},
                 "weight_map": {t.name: rel for rel, ts in files.items() for t in ts}})
         write_json(staging / "config.json", plan.config)
+        if token_map is not None:
+            result.token_map = write_token_map(token_map, staging)
         result.provenance = {
             "tool": "eagle-convert", "version": __version__, "layout": plan.layout, "dtype": plan.dtype_name,
             "inputs": {"draft": result.draft.to_dict(), "target": result.target.to_dict(),
@@ -94,6 +98,7 @@ def execute_plan(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, for
             "fold": result.fold.to_dict() if result.fold else None,
             "nonfinite": result.nonfinite,  # --allow-nonfinite: NaN/Inf values written as the sources hold them
             "tensors": {t.name: provenance[t.name] for t in plan.tensors},  # plan order, whichever writer was first
+            **({"token_map": result.token_map} if token_map is not None else {}),
         }
         write_json(staging / "eagle_convert.json", result.provenance)
         (staging / "README.md").write_text(model_card(plan, result))

@@ -34,6 +34,7 @@ class OutputContext:
     dtype_name: str  # "bfloat16", ...
     verifier: str | None = None  # speculators: the verifier's name or path
     num_speculative_tokens: int = 3
+    token_map: str | None = None  # a hot-token map file written beside the head (SGLang --speculative-token-map)
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ class Layout:
     # Aux layer ids nested in eagle_config: 0 = vLLM's convention (ours: input of layer i), 1 = SGLang's (output of
     # layer i; SGLang adds 1, models/llama.py set_eagle3_layers_to_capture), as SGLang-lineage exporters write them.
     nested_aux_offset: int = 0
+    # The serve flag that loads a hot-token map (FR-Spec) for an EAGLE-1/2 head; None: the engine has none.
+    token_map_flag: str | None = None
 
     # ---- input side ---------------------------------------------------------------------------------------------
     def detect(self, config: dict, names: frozenset[str]) -> str | None:

@@ -41,6 +41,7 @@ class SGLang(Layout):
     output_order = 30
     detect_priority = 40
     kinds = (EAGLE1, EAGLE3)
+    token_map_flag = "--speculative-token-map"  # eagle_worker.py: load_token_map, EAGLE (not EAGLE3) heads only
 
     def detect(self, config: dict, names: frozenset[str]) -> str | None:
         archs = config.get("architectures") or []
@@ -112,5 +113,6 @@ class SGLang(Layout):
                 f"--speculative-algorithm {algo} "
                 f"--speculative-draft-model-path {shlex.quote(ctx.out_label)} "
                 f"--speculative-num-steps {ctx.num_speculative_tokens} "
-                f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {ctx.num_speculative_tokens + 1}")
+                f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {ctx.num_speculative_tokens + 1}"
+                + (f" {self.token_map_flag} {shlex.quote(ctx.token_map)}" if ctx.token_map else ""))
 

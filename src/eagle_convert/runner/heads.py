@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from eagle_convert.errors import MissingTensorError, ShapeMismatchError
+from eagle_convert.errors import MissingTensorError, ShapeMismatchError, UnsupportedConversionError
+from eagle_convert.runner.hot_tokens import restrict_lm_head
 from eagle_convert.runner.layers import (
     GetTensor,
     TreeAttention,
@@ -109,10 +110,12 @@ class DraftHead:
 
 class Eagle1Head(DraftHead):
     """x = fc([E(t) ; f]) (+b); y = x + Attn(x) (no input norm); f^ = y + MLP(RMS_post(y));
-    logits = target_lm_head(f^)."""
+    logits = target_lm_head(f^). With `hot_token_ids` (a hot-token map, runner/hot_tokens.py) the LM head keeps only
+    those rows, sliced here once, and head id i is target id hot_token_ids[i]."""
 
     def __init__(self, spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
-                 target_lm_head: torch.Tensor, dtype=torch.float32, device="cpu"):
+                 target_lm_head: torch.Tensor, dtype=torch.float32, device="cpu",
+                 hot_token_ids: torch.Tensor | None = None):
         super().__init__(spec, get_tensor, target_embedding, dtype, device)
         self.fc = self._get("fc.weight")
         self.fc_bias = self._get("fc.bias") if spec.fc_bias else None
@@ -120,6 +123,8 @@ class Eagle1Head(DraftHead):
         # wrong splice shows up as lost acceptance; otherwise the target's, as the EAGLE reference does.
         own = _optional(self._get, "lm_head.weight")
         self.lm_head = own if own is not None else target_lm_head.to(device=self.device, dtype=dtype)
+        if hot_token_ids is not None:
+            self.lm_head, self.draft_to_target = restrict_lm_head(self.lm_head, hot_token_ids)
 
     def target_feature(self, out: TargetOutput) -> torch.Tensor:
         return out.hidden
@@ -241,11 +246,28 @@ class Eagle3Head(DraftHead):
 
 
 def build_draft_head(spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
-                     target_lm_head: torch.Tensor, dtype=torch.float32, device="cpu") -> DraftHead:
-    """`get_tensor` reads canonical names and must raise KeyError for a tensor the checkpoint lacks."""
+                     target_lm_head: torch.Tensor, dtype=torch.float32, device="cpu",
+                     hot_token_ids: torch.Tensor | None = None) -> DraftHead:
+    """`get_tensor` reads canonical names and must raise KeyError for a tensor the checkpoint lacks.
+    `hot_token_ids`: a hot-token map (runner/hot_tokens.py), for kinds that draft with the target's LM head."""
     head_class = spec.head_kind.head_class()  # kinds.py names each kind's head class
+    if hot_token_ids is None:
+        return head_class(spec, get_tensor, target_embedding=target_embedding, target_lm_head=target_lm_head,
+                          dtype=dtype, device=device)
+    check_takes_token_map(spec)
     return head_class(spec, get_tensor, target_embedding=target_embedding, target_lm_head=target_lm_head,
-                      dtype=dtype, device=device)
+                      dtype=dtype, device=device, hot_token_ids=hot_token_ids)
+
+
+def check_takes_token_map(spec: DraftSpec) -> None:
+    """A hot-token map restricts the target's LM head; a head with a vocabulary of its own (EAGLE-3: d2t) has none to
+    restrict, and SGLang ignores --speculative-token-map for EAGLE3 with a warning (eagle_worker.py)."""
+    if not spec.head_kind.target_lm_head:
+        raise UnsupportedConversionError(
+            f"A hot-token map restricts the target's LM head, which an {spec.head_kind.title} head does not draft "
+            "with: its draft vocabulary is its own, fixed by training (d2t), and SGLang ignores "
+            "--speculative-token-map for EAGLE3 heads (eagle_worker.py: 'EAGLE3 models already have this').",
+            "Bench the head without --token-map; `eagle-convert vocab-map check HEAD` shows its own map.")
 
 
 def aux_layer_ids_for(spec: DraftSpec, num_target_layers: int) -> tuple[int, ...]:

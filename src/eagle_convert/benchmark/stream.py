@@ -1,0 +1,64 @@
+"""The target's own greedy output on a prompt file, as token ids: the stream `vocab-map coverage` measures draft
+vocabularies against (what a verify would check drafts against at temperature 0). Each row's first user turn (with
+a system message before it, if any) through the target's chat template, then plain greedy decoding with our runner
+up to `max_new_tokens` or EOS (kept: a draft must propose it too). Later turns would need the target's own earlier
+answers, so they are not run."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..runner.speculate import plain_generate
+from .chat import ChatTokenizer
+from .prompts import PromptFileError
+from .session import load_target
+from .token_counts import read_conversations
+
+
+@dataclass(frozen=True)
+class Stream:
+    ids: tuple[tuple[int, ...], ...]  # per prompt, the generated ids (prompt excluded)
+    max_new_tokens: int
+
+    @property
+    def prompts(self) -> int:
+        return len(self.ids)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(i) for i in self.ids)
+
+    def flat(self) -> list[int]:
+        return [t for ids in self.ids for t in ids]
+
+    def to_dict(self) -> dict:
+        return {"prompts": self.prompts, "generated_tokens": self.tokens, "max_new_tokens": self.max_new_tokens,
+                "decoding": "greedy, our runner, fp32, first user turn of each row"}
+
+
+def first_turn(messages: list[dict]) -> list[dict]:
+    """The messages up to and including the first user message."""
+    for i, message in enumerate(messages):
+        if message["role"] == "user":
+            return messages[: i + 1]
+    raise PromptFileError("A prompts row has no user message to answer.",
+                          "Give rows with at least one user turn ({\"turns\": [...]} or a conversation).")
+
+
+def greedy_stream(target: str | Path, prompts: str | Path, max_new_tokens: int, *, progress: bool = False) -> Stream:
+    chat = ChatTokenizer.from_dir(target)
+    encoded = [chat.encode_chat(first_turn(messages)) for messages in read_conversations(prompts)]
+    model = load_target(target, dtype=torch.float32, device="cpu")
+    rows = []
+    for index, ids in enumerate(encoded):
+        rows.append(tuple(plain_generate(model, ids, max_new_tokens=max_new_tokens, eos_ids=chat.eos_token_ids)))
+        if progress:
+            print(f"\rstream: {index + 1}/{len(encoded)} prompts, {sum(map(len, rows))} tokens", end="", flush=True,
+                  file=sys.stderr)
+    if progress:
+        print(file=sys.stderr)
+    return Stream(tuple(rows), max_new_tokens)
