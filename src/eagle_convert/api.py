@@ -31,8 +31,8 @@ def bench(*args, **kwargs):
 
 
 __all__ = ["ConversionResult", "CountSettings", "CoverageReport", "CoverageSources", "InspectReport", "MapOutput",
-           "MtpResult", "MtpSettings", "VocabCheckReport", "VocabMapResult", "bench", "convert", "extract_mtp", "inspect",
-           "vocab_build", "vocab_check", "vocab_convert", "vocab_coverage"]
+           "MtpResult", "MtpSettings", "VocabCheckReport", "VocabMapResult", "bench", "convert", "extract_mtp",
+           "inspect", "vocab_build", "vocab_check", "vocab_convert", "vocab_coverage"]
 
 
 # `vocab-map`: draft vocabulary maps built (counting needs the chat renderer, benchmark/), converted, checked and
