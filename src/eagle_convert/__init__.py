@@ -2,13 +2,13 @@
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "bench", "convert", "inspect"]
+__all__ = ["__version__", "bench", "convert", "extract_mtp", "inspect"]
 
 
 def __getattr__(name: str):
     # The public API (one function per command) loads on first use: importing torch takes ~1.5 s, and the CLI
     # starts reading the draft from disk before it does.
-    if name in ("bench", "convert", "inspect", "errors"):
+    if name in ("bench", "convert", "extract_mtp", "inspect", "errors"):
         import importlib
 
         module = importlib.import_module(".errors" if name == "errors" else ".api", __name__)

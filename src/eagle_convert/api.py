@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .conversion.converter import ConversionResult, convert
 from .inspection.report import InspectReport, inspect
+from .mtp.extract import MtpResult, MtpSettings, extract_mtp
 
 
 def bench(*args, **kwargs):
@@ -14,4 +15,5 @@ def bench(*args, **kwargs):
     return _bench(*args, **kwargs)
 
 
-__all__ = ["ConversionResult", "InspectReport", "bench", "convert", "inspect"]
+__all__ = ["ConversionResult", "InspectReport", "MtpResult", "MtpSettings", "bench", "convert", "extract_mtp",
+           "inspect"]

@@ -74,11 +74,15 @@ def target_tensor_options(fn):
 
 
 @main.command()
-@click.argument("draft")
-@click.option("--target", "-t", required=True, help="Target model: folder or org/name repo id.")
+@click.argument("draft", required=False)
+@click.option("--target", "-t", help="Target model: folder or org/name repo id (required with DRAFT).")
+@click.option("--mtp", metavar="TARGET", help="Instead of DRAFT and --target: extract the MTP (NextN) layers inside "
+              "TARGET (folder or repo id) as a draft; --to vllm (default) or sglang. See docs/mtp.md.")
+@click.option("--dequantize", is_flag=True, help="With --mtp --to sglang: write a block-FP8 MTP layer as BF16.")
 @click.option("--out", "-o", type=click.Path(), help="Output folder (written atomically).")
-@click.option("--to", "to", type=click.Choice(output_layouts()), default=DEFAULT_LAYOUT, show_default=True,
-              help=f"Output layout (see `eagle-convert layouts`). {LAYOUTS[DEFAULT_LAYOUT].note}.")
+@click.option("--to", "to", type=click.Choice(output_layouts()), default=None,
+              help=f"Output layout (see `eagle-convert layouts`) [default: {DEFAULT_LAYOUT}; vllm with --mtp]. "
+              f"{LAYOUTS[DEFAULT_LAYOUT].note}.")
 @click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float16", "float32"]), default="auto",
               show_default=True, help="Output float dtype; auto = the target's torch_dtype.")
 @click.option("--fc-bias", type=click.Choice(FC_BIAS_MODES), default="error", show_default=True,
@@ -101,12 +105,20 @@ def target_tensor_options(fn):
 @target_tensor_options
 @hub_options
 @handle_errors
-def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens, max_shard_size,
-            target_pattern, check_embedding, allow_nonfinite, dry_run, force, as_json, quiet, revision, target_revision,
-            token, offline, target_lm_head, target_embed, lm_head_from):
-    """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout."""
+def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens,
+            max_shard_size, target_pattern, check_embedding, allow_nonfinite, dry_run, force, as_json, quiet, revision,
+            target_revision, token, offline, target_lm_head, target_embed, lm_head_from):
+    """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout; or, with --mtp TARGET,
+    extract the MTP layers inside TARGET as a draft."""
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
+    if mtp:
+        from .mtp import convert_mtp
+
+        return convert_mtp(mtp, out, to, dequantize, num_speculative_tokens, max_shard_size, dry_run, force, as_json,
+                           quiet, revision or target_revision, token, offline)
+    _require_draft_and_target(draft, target, dequantize)
+    to = to or DEFAULT_LAYOUT
     from ..conversion.prefetch import end_reads
     from ..io.interrupts import handled_signals
 
@@ -145,6 +157,16 @@ def convert(draft, target, out, to, dtype, fc_bias, drop, verifier, num_speculat
         _note([f"fc bias folded into embed_tokens: worst fc-output error {result.fold.max_abs_error:.3g} "
                f"({result.fold.max_rel_error:.3g} relative) over {result.fold.rows_checked} embedding rows"], "note")
     _emit(as_json, result.to_dict(), _human_convert(result))
+
+
+def _require_draft_and_target(draft, target, dequantize) -> None:
+    """Without --mtp, DRAFT and --target are required (as click itself would say) and --dequantize does not apply."""
+    ctx = click.get_current_context()
+    for name, value in (("draft", draft), ("target", target)):
+        if value is None:
+            raise click.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == name))
+    if dequantize:
+        raise click.UsageError("--dequantize applies only with --mtp (an MTP head's FP8 layer written as BF16).")
 
 
 def _human_convert(result) -> str:
@@ -233,8 +255,19 @@ def _human_target(t: dict) -> list[str]:
                          + (" (tied to the embedding)" if e.get("tied") else ""))
     if t.get("found_by"):
         lines.append(f"found by: {t['found_by']}")
+    lines.append(_human_mtp(t["mtp"]))
     lines.append(f"bench runner: {t['bench']}")
     return lines
+
+
+def _human_mtp(m: dict) -> str:
+    if not m["found"]:
+        return f"mtp layers: none ({m['why']})"
+    dtypes = ", ".join(f"{n} {d}" for d, n in m["dtypes"].items())
+    return (f"mtp layers: {m['layers']} ({m['title']}, {m['count_key']}), {m['tensors']} tensors ({dtypes}), "
+            f"{m['bytes']:,} bytes in {', '.join(m['files'])}; fusion input {m['concat']}"
+            + (f"; carries {', '.join(m['copies'])}" if m["copies"] else "")
+            + "".join(f"; note: {n}" for n in m["notes"]) + " (convert --mtp extracts them)")
 
 
 def _human_ranks(ranks: dict) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..checkpoint.index import Checkpoint
 from ..errors import EagleConvertError, ShapeMismatchError
 from ..layouts.registry import detect_layout
+from ..mtp.locate import describe_mtp
 from ..targets import CAUSAL_LM, family_for
 from ..targets.quant import quantization_summary, stored_names
 from ..targets.read import read_target
@@ -43,7 +44,7 @@ def describe_target(ckpt: Checkpoint) -> tuple[dict, list[tuple[str, str]]]:
               "architectures": ckpt.config.get("architectures"),
               "multimodal": bool(family and family.multimodal),
               "rope": family.rope if family else None,
-              "quantization": quantization_summary(ckpt.config)}
+              "quantization": quantization_summary(ckpt.config), "mtp": describe_mtp(ckpt)}
     if family is None:
         problems.append((f"model_type {ckpt.config.get('model_type')!r} is not a known target family.",
                          "convert still works when the CausalLM names are present; otherwise pass "

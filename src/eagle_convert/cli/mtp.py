@@ -1,0 +1,57 @@
+"""`convert --mtp TARGET`: parse, call the library's extract_mtp, render. The MTP head is an input kind of its own
+(the draft is inside the target), so DRAFT, --target and the options that describe an EAGLE head or its target's
+LM head are refused beside --mtp rather than ignored."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from click.core import ParameterSource
+
+# convert's options that mean something only for an EAGLE DRAFT + --target conversion.
+EAGLE_ONLY = ("draft", "target", "dtype", "fc_bias", "drop", "verifier", "target_pattern", "check_embedding",
+              "allow_nonfinite", "target_lm_head", "target_embed", "lm_head_from")
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+
+
+def convert_mtp(target, out, to, dequantize, k, max_shard_size, dry_run, force, as_json, quiet, revision, token,
+                offline) -> None:
+    ctx = click.get_current_context()
+    mixed = [p.opts[-1] if p.opts[-1].startswith("-") else p.human_readable_name
+             for p in ctx.command.params if p.name in EAGLE_ONLY and _given(ctx, p.name)]
+    if mixed:
+        raise click.UsageError(f"--mtp TARGET extracts the MTP head inside TARGET: {', '.join(mixed)} do(es) not "
+                               "apply beside it (convert an EAGLE head with DRAFT --target TARGET instead).")
+    from ..api import MtpSettings, extract_mtp
+    from ..io.interrupts import handled_signals
+
+    k = k if _given(ctx, "num_speculative_tokens") else 1  # one MTP layer drafts one token (MiMo, ERNIE: at most)
+    settings = MtpSettings(to=to or "vllm", dequantize=dequantize, dry_run=dry_run, force=force,
+                           max_shard_size=max_shard_size, num_speculative_tokens=k,
+                           revision=revision, token=token, offline=offline, progress=not quiet and not as_json)
+    with handled_signals():
+        result = extract_mtp(target, out, settings)
+    for line in result.notes:
+        click.echo(f"note: {line}", err=True)
+    click.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else human(result))
+
+
+def human(result) -> str:
+    layers, plan = result.layers, result.plan
+    lines = [f"target: {result.target.label}: {layers.family.title}, {layers.count} MTP layer(s) "
+             f"({layers.count_key}), {len(layers.refs)} tensors, {layers.nbytes:,} bytes in "
+             f"{', '.join(layers.files())}",
+             f"{'plan' if result.out is None else 'wrote'}: MTP head -> {plan.layout}"]
+    width = max(len(t.name) for t in plan.tensors)
+    lines += [f"  {t.name:<{width}}  {str(t.dtype).removeprefix('torch.'):<14} {str(list(t.shape)):<14} <- {t.how()}"
+              for t in plan.tensors]
+    lines += [f"  dropped {name}" for name in plan.dropped]
+    lines.append(f"tensor bytes to read: target {plan.bytes_to_read:,}")
+    if result.out:
+        lines.append(f"output: {result.out} ({', '.join(result.files)}); every tensor written and verified")
+    lines.append(f"serve: {plan.serve_command}")
+    return "\n".join(lines)
