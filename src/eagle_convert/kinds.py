@@ -51,7 +51,7 @@ EAGLE3_NAMES = _Eagle3Names()
 
 
 class _MtpNames:
-    """MTP canonical names: a layer's own names under `layers.{i}.` (draft/mtp.py; which ones a family needs is the
+    """MTP canonical names: a layer's own names under `layers.{i}.` (mtp/draft.py; which ones a family needs is the
     MTP families' business, not a fixed set)."""
 
     def __contains__(self, name: str) -> bool:
@@ -92,7 +92,7 @@ def _looks_eagle3(config: dict, names: frozenset[str]) -> bool:
 
 
 def _not_a_layout(config: dict, names: frozenset[str]) -> bool:
-    """MTP heads are told apart before any draft layout is tried (draft/mtp.py `looks_mtp`, from the MTP families
+    """MTP heads are told apart before any draft layout is tried (mtp/draft.py `looks_mtp`, from the MTP families
     table), so no layout's checkpoint is ever of this kind."""
     return False
 
@@ -118,8 +118,8 @@ KINDS = {kind.name: kind for kind in (
              spec_builder="eagle_convert.draft.load:eagle3_spec", runner_head="eagle_convert.runner.heads:Eagle3Head",
              recognise=_looks_eagle3),
     # The MTP layer a target ships (DeepSeek, GLM, Qwen3-Next, MiMo, ...): engines build it from the target's config
-    # and share the target's embedding and LM head; read by draft/mtp.py, never by a draft layout.
+    # and share the target's embedding and LM head; read by mtp/draft.py, never by a draft layout.
     HeadKind(MTP, "MTP", MTP_NAMES, vllm_method="mtp", target_lm_head=True, vocab_map=False, fc_bias_foldable=False,
-             aux_states=False, required_tensors=(), spec_builder="eagle_convert.draft.mtp:mtp_spec",
+             aux_states=False, required_tensors=(), spec_builder="eagle_convert.mtp.draft:mtp_spec",
              runner_head="eagle_convert.runner.mtp:MtpHead", recognise=_not_a_layout),
 )}

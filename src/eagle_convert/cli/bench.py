@@ -62,7 +62,7 @@ def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperatur
     if mtp_from_target:
         if draft is not None:
             raise click.UsageError("--mtp-from-target and --draft name two drafts: pass one of them.")
-        draft = target  # a draft that is the target: its own MTP layer (draft/mtp.py)
+        draft = target  # a draft that is the target: its own MTP layer (mtp/draft.py)
     with_engine = engine_requested(engine_flags)
     if with_engine:
         if tree_flags["tree"] != "chain" or tree_flags["tree_sweep"]:

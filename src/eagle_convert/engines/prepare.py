@@ -2,7 +2,7 @@
 reads (a raw EAGLE-1/EAGLE-3 release, vllm-v0, SGLang) is converted to the vLLM layout in a temporary folder first,
 with the fc bias folded into the embedding when the head has one (vLLM would drop it silently).
 
-An MTP head (draft/mtp.py) is served as it is: a folder `convert --mtp --to vllm` wrote (`"model": DIR`), or the
+An MTP head (mtp/draft.py) is served as it is: a folder `convert --mtp --to vllm` wrote (`"model": DIR`), or the
 target's own MTP layer (no `"model"`: vLLM loads it from the target, as its docs show)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..checkpoint.open import open_input
 from ..draft.load import DraftHead, load_draft
-from ..draft.mtp import MtpDraft, load_mtp_draft, looks_mtp
+from ..mtp.draft import MtpDraft, load_mtp_draft, looks_mtp
 from ..errors import LayoutError
 from ..layouts.registry import served_as_stored
 

