@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from safetensors.torch import load_file, save_file
+from support.mtp_bench import PROMPTS, extract, partial_mimo
 
 import eagle_convert
 from eagle_convert.cli.main import main
@@ -19,7 +20,6 @@ from eagle_convert.engines.prepare import prepare_draft
 from eagle_convert.engines.vllm_needs import cpu_needs
 from eagle_convert.runner import mtp as runner_mtp
 from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
-from support.mtp_bench import PROMPTS, extract, partial_mimo
 
 K, MAX_TOKENS = 2, 24
 
@@ -174,7 +174,7 @@ def test_the_worker_applies_cpu_needs_only_on_the_cpu_and_runs_engines_in_turn(m
     assert _FakeLLM.made[-1]["dtype"] == "float32" and worker.k == 0
     worker.stop()
     with pytest.raises(RuntimeError, match="latent of 576"):
-        worker.start({"model": "t", "dtype": "auto"}, dict(needs, refuse="the CPU MLA kernel runs only a latent of 576"))
+        worker.start({"model": "t", "dtype": "auto"}, dict(needs, refuse="the CPU MLA kernel needs a latent of 576"))
     _fake_vllm(monkeypatch, on_cpu=False)
     vllm_worker.Worker().start({"model": "t", "dtype": "auto"}, dict(needs, refuse="cpu only"))
     assert _FakeLLM.made[-1]["dtype"] == "bfloat16" and "enable_prefix_caching" not in _FakeLLM.made[-1]

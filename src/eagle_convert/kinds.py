@@ -76,6 +76,8 @@ class HeadKind:
     runner_head: str  # "module:class", the bench runner's head for this kind
     # (config, tensor names) -> whether a draft is of this kind; None: the kind of a draft no other kind claims
     recognise: Callable[[dict, frozenset[str]], bool] | None = None
+    # Written by a draft layout (layouts/); False: by `convert --mtp` (mtp/), which keeps the target's own names
+    in_layouts: bool = True
 
     def build_spec(self, *args):
         return _resolve(self.spec_builder)(*args)
@@ -121,5 +123,5 @@ KINDS = {kind.name: kind for kind in (
     # and share the target's embedding and LM head; read by mtp/draft.py, never by a draft layout.
     HeadKind(MTP, "MTP", MTP_NAMES, vllm_method="mtp", target_lm_head=True, vocab_map=False, fc_bias_foldable=False,
              aux_states=False, required_tensors=(), spec_builder="eagle_convert.mtp.draft:mtp_spec",
-             runner_head="eagle_convert.runner.mtp:MtpHead", recognise=_not_a_layout),
+             runner_head="eagle_convert.runner.mtp:MtpHead", recognise=_not_a_layout, in_layouts=False),
 )}

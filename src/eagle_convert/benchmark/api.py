@@ -12,8 +12,8 @@ import torch
 from ..checkpoint.open import open_input
 from ..checkpoint.ranks.checkpoint import RankedCheckpoint
 from ..draft.load import load_draft, tensor_reader
-from ..mtp.draft import load_mtp_draft, looks_mtp
 from ..errors import IncomparableReportError, LayoutError
+from ..mtp.draft import load_mtp_draft, looks_mtp
 from ..runner.trees.shapes import TreeOptions, TreeShape, resolve_tree
 from ..targets.read import read_target
 from . import gates as gate_checks

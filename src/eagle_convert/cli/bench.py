@@ -53,9 +53,9 @@ def _fmt(value, spec: str = ".3f") -> str:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @tree_options
 @engine_options
-def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, ignore_eos,
-          no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path, threads,
-          drop, as_json, quiet, **options):
+def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template,
+          ignore_eos, no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path,
+          threads, drop, as_json, quiet, **options):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
     tree_flags = {name: options.pop(name) for name in TREE_FLAGS}
     engine_flags = options

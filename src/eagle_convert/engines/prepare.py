@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ..checkpoint.open import open_input
 from ..draft.load import DraftHead, load_draft
-from ..mtp.draft import MtpDraft, load_mtp_draft, looks_mtp
 from ..errors import LayoutError
 from ..layouts.registry import served_as_stored
+from ..mtp.draft import MtpDraft, load_mtp_draft, looks_mtp
 
 
 @dataclass(frozen=True)
