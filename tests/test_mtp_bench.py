@@ -178,3 +178,9 @@ def test_the_worker_applies_cpu_needs_only_on_the_cpu_and_runs_engines_in_turn(m
     _fake_vllm(monkeypatch, on_cpu=False)
     vllm_worker.Worker().start({"model": "t", "dtype": "auto"}, dict(needs, refuse="cpu only"))
     assert _FakeLLM.made[-1]["dtype"] == "bfloat16" and "enable_prefix_caching" not in _FakeLLM.made[-1]
+
+
+def test_drop_does_not_apply_to_an_mtp_head(mimo):
+    result = bench_cli("--target", mimo["target"], "--draft", mimo["extracted"], "--drop", "*q_proj*",
+                       "--prompts", mimo["prompts"])
+    assert result.exit_code == 1 and "--drop does not apply to the MTP head" in " ".join(result.output.split())

@@ -87,7 +87,7 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
     def head_of(path: str):
         ckpt = open_input(path, revision=hub.revision, token=hub.token, offline=hub.offline, role="draft").checkpoint
         if looks_mtp(ckpt.config, frozenset(ckpt.names())):  # an MTP layer, extracted or inside the target
-            head = load_mtp_draft(ckpt, target_info.config, label=path)
+            head = load_mtp_draft(ckpt, target_info.config, label=path, drop=tuple(drop))
             refuse_mtp_family(head.spec.mtp_family, path)  # before the target loads
             return head
         return load_draft(ckpt, target_info.config, drop=tuple(drop))  # text sizes

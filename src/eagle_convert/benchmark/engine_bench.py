@@ -150,6 +150,10 @@ def _report(run: EngineRun, settings: dict, engine_block: dict) -> BenchReport:
 def _draft_kind(draft: str, target: str) -> str:
     from ..checkpoint.open import open_input
     from ..draft.load import load_draft
+    from ..mtp.draft import load_mtp_draft, looks_mtp
 
-    return load_draft(open_input(draft, role="draft").checkpoint,
-                      open_input(target, role="target").checkpoint.config).spec.kind
+    ckpt = open_input(draft, role="draft").checkpoint
+    target_config = open_input(target, role="target").checkpoint.config
+    if looks_mtp(ckpt.config, frozenset(ckpt.names())):
+        return load_mtp_draft(ckpt, target_config, label=draft).spec.kind
+    return load_draft(ckpt, target_config).spec.kind

@@ -60,14 +60,10 @@ def prepare_draft(draft: str, target: str, workdir: Path, *, revision: str | Non
 
 def _mtp_draft(draft: str, target: str, checkpoint, target_config: dict, drop) -> EngineDraft:
     """An MTP head as vLLM loads it: a local folder as stored, or (the draft is the target) the target's own layer."""
-    if drop:
-        raise LayoutError(f"--drop does not apply to the MTP head {draft}: vLLM loads the MTP layer whole.",
-                          "Extract the layer with `eagle-convert convert --mtp TARGET --to vllm` (which checks it "
-                          "is complete) and bench that folder without --drop.")
     if not Path(draft).is_dir():
         raise LayoutError(f"The MTP head {draft} is not a local folder.",
                           "Extract it first (`eagle-convert convert --mtp TARGET -o DIR --to vllm`, which reads only "
                           "the MTP layer's bytes) and bench DIR.")
-    head = load_mtp_draft(checkpoint, target_config, label=draft)
+    head = load_mtp_draft(checkpoint, target_config, label=draft, drop=tuple(drop))
     own = Path(draft).resolve() == Path(target).resolve()
     return EngineDraft(head, None if own else str(Path(draft).resolve()), method_of(head), None)

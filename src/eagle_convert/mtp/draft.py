@@ -48,9 +48,14 @@ def looks_mtp(config: dict, names) -> bool:
     return any(family.in_area(name, trunk) for name in names)
 
 
-def load_mtp_draft(ckpt: Checkpoint, target_config: dict, *, label: str | None = None) -> MtpDraft:
+def load_mtp_draft(ckpt: Checkpoint, target_config: dict, *, label: str | None = None,
+                   drop: tuple[str, ...] = ()) -> MtpDraft:
     """The MTP layers of `ckpt`, complete (or refused by name), as a draft of the target whose config is given."""
     label = label or ckpt.label
+    if drop:
+        raise LayoutError(f"--drop does not apply to the MTP head {label}: engines load the MTP layer whole.",
+                          "Extract the layer with `eagle-convert convert --mtp TARGET --to vllm` (which checks it is "
+                          "complete) and bench that folder without --drop.")
     _check_same_target(ckpt.config, target_config, label)
     layers = find_mtp(ckpt)
     family, config = layers.family, text_config(ckpt.config)
