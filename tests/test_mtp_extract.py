@@ -144,3 +144,14 @@ def test_dry_run_reads_no_tensor_and_writes_nothing(built, tmp_path, monkeypatch
     assert not (tmp_path / "out").exists() and result.out is None
     assert result.plan.bytes_to_read == sum(t.nbytes for t in sources(target).values())
     assert '"method":"mtp"' in result.plan.serve_command and "num_speculative_tokens\":1" in result.plan.serve_command
+
+
+def test_inspect_prints_the_mtp_line(built):
+    from click.testing import CliRunner
+
+    from eagle_convert.cli.main import main
+
+    result = CliRunner().invoke(main, ["inspect", str(built["deepseek_fp8"].path)], catch_exceptions=False)
+    line = next(x for x in result.stdout.splitlines() if x.startswith("mtp layers:"))
+    assert "1 (DeepSeek-V3 / R1 / V3.1, num_nextn_predict_layers), 52 tensors (32 float32, 20 float8_e4m3fn)" in line
+    assert "model-00003-of-00003.safetensors" in line and "[emb, hidden]" in line

@@ -110,6 +110,8 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
             target_revision, token, offline, target_lm_head, target_embed, lm_head_from):
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout; or, with --mtp TARGET,
     extract the MTP layers inside TARGET as a draft."""
+    if not mtp:
+        _require_draft_and_target(draft, target, dequantize)
     if not dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
     if mtp:
@@ -117,7 +119,6 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
 
         return convert_mtp(mtp, out, to, dequantize, num_speculative_tokens, max_shard_size, dry_run, force, as_json,
                            quiet, revision or target_revision, token, offline)
-    _require_draft_and_target(draft, target, dequantize)
     to = to or DEFAULT_LAYOUT
     from ..conversion.prefetch import end_reads
     from ..io.interrupts import handled_signals
@@ -161,10 +162,10 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
 
 def _require_draft_and_target(draft, target, dequantize) -> None:
     """Without --mtp, DRAFT and --target are required (as click itself would say) and --dequantize does not apply."""
-    ctx = click.get_current_context()
-    for name, value in (("draft", draft), ("target", target)):
-        if value is None:
-            raise click.MissingParameter(ctx=ctx, param=next(p for p in ctx.command.params if p.name == name))
+    if draft is None:
+        raise click.UsageError("Missing argument 'DRAFT'.")
+    if target is None:
+        raise click.UsageError("Missing option '-t' / '--target'.")
     if dequantize:
         raise click.UsageError("--dequantize applies only with --mtp (an MTP head's FP8 layer written as BF16).")
 

@@ -24,8 +24,8 @@ def convert_mtp(target, out, to, dequantize, k, max_shard_size, dry_run, force, 
     mixed = [p.opts[-1] if p.opts[-1].startswith("-") else p.human_readable_name
              for p in ctx.command.params if p.name in EAGLE_ONLY and _given(ctx, p.name)]
     if mixed:
-        raise click.UsageError(f"--mtp TARGET extracts the MTP head inside TARGET: {', '.join(mixed)} do(es) not "
-                               "apply beside it (convert an EAGLE head with DRAFT --target TARGET instead).")
+        raise click.UsageError(f"{', '.join(mixed)} cannot be used with --mtp TARGET, which extracts the MTP head "
+                               "inside TARGET (an EAGLE head is converted with DRAFT --target TARGET).")
     from ..api import MtpSettings, extract_mtp
     from ..io.interrupts import handled_signals
 
@@ -51,6 +51,10 @@ def human(result) -> str:
               for t in plan.tensors]
     lines += [f"  dropped {name}" for name in plan.dropped]
     lines.append(f"tensor bytes to read: target {plan.bytes_to_read:,}")
+    if result.fetch:
+        f = result.fetch
+        lines.append(f"target {f['repo_id']}@{f['commit_sha'][:12]}: {f['bytes_to_fetch']:,} bytes to fetch "
+                     f"(planning fetched {sum(f['fetched_to_plan'].values()):,})")
     if result.out:
         lines.append(f"output: {result.out} ({', '.join(result.files)}); every tensor written and verified")
     lines.append(f"serve: {plan.serve_command}")

@@ -14,6 +14,7 @@ from .. import __version__
 from ..checkpoint.open import InputRef, open_input
 from ..checkpoint.read import read_tensor
 from ..conversion.checks import check_out_path
+from ..conversion.prefetch import end_reads
 from ..errors import OutputPathError, UnsupportedConversionError
 from ..io.digest import Digest
 from ..io.safetensors import tensor_bytes
@@ -54,15 +55,23 @@ class MtpResult:
     files: list[str] = field(default_factory=list)
     provenance: dict | None = None
     notes: list[str] = field(default_factory=list)
+    fetch: dict | None = None  # a repo id, dry run: what planning fetched and what extracting will fetch
 
     def to_dict(self) -> dict:
         return {"ok": True, "dry_run": self.out is None, "out": str(self.out) if self.out else None,
                 "target": self.target.to_dict(), "mtp": self.layers.to_dict(), "files": self.files,
-                "notes": self.notes, **self.plan.to_dict()}
+                "notes": self.notes, "fetch": self.fetch, **self.plan.to_dict()}
 
 
 def extract_mtp(target: str, out: str | Path | None = None, settings: MtpSettings = MtpSettings()) -> MtpResult:
     """Write the MTP layers of `target` (folder or repo id) to `out` in the `settings.to` layout."""
+    try:
+        return _extract(target, out, settings)
+    finally:
+        end_reads()  # the read-ahead of this extraction ends with it, its threads joined, however it ends
+
+
+def _extract(target: str, out: str | Path | None, settings: MtpSettings) -> MtpResult:
     if settings.to not in LAYOUTS:
         raise UnsupportedConversionError(f"--to {settings.to} does not apply to MTP heads.",
                                          f"Use --to {' or --to '.join(LAYOUTS)} with --mtp.")
@@ -85,10 +94,28 @@ def extract_mtp(target: str, out: str | Path | None = None, settings: MtpSetting
         plan = plan_sglang(layers, ref.checkpoint.config, settings.dequantize, ref.serve_name, out_label)
     result = MtpResult(ref, layers, plan, None, notes=list(ref.notes) + list(layers.notes))
     if settings.dry_run:
+        result.fetch = fetch_summary(ref, result)
         return result
     result.notes += remove_stale_staging(Path(out))
     write_extraction(result, Path(out), settings)
     return result
+
+
+def fetch_summary(ref: InputRef, result: MtpResult) -> dict | None:
+    """For a repo id: the bytes planning fetched (config, index, the MTP shards' headers) and every tensor range
+    extracting will fetch, each marked cached or not (as a dry run of an EAGLE conversion says for the LM head)."""
+    from ..io.hub.ranges import is_cached
+    from ..io.hub.source import HubSource
+
+    source = ref.checkpoint.source
+    if not isinstance(source, HubSource):
+        return None
+    names = sorted({t.source for t in result.plan.tensors} | {t.scale for t in result.plan.tensors if t.scale})
+    items = [{"file": r.file, "what": f"range of {n}", "bytes": r.nbytes,
+              "cached": is_cached(source.ref, r.file, r.nbytes, key=n)} for n, r in
+             ((n, result.layers.refs[n]) for n in names)]
+    return {"repo_id": ref.repo_id, "commit_sha": ref.commit_sha, "fetched_to_plan": dict(source.fetched),
+            "to_fetch": items, "bytes_to_fetch": sum(i["bytes"] for i in items if not i["cached"])}
 
 
 def write_extraction(result: MtpResult, out: Path, settings: MtpSettings) -> None:

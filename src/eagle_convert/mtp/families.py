@@ -71,7 +71,7 @@ FAMILIES: tuple[MtpFamily, ...] = (
               ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"),
               area=r"^mtp\.", block="mtp.layers.{L}.", own=QWEN_OWN, attention="gated", qk_norm=True,
               mlp="qwen_moe", names_from="vLLM qwen3_5_mtp.py; Model-Optimizer PR #2427 (15 mtp.* tensors, dense)"),
-    MtpFamily("mimo", "MiMo-7B", (), ("MiMoForCausalLM",),
+    MtpFamily("mimo", "MiMo-7B", ("mimo",), ("MiMoForCausalLM",),
               area=r"^model\.mtp_layers\.", block="model.mtp_layers.{L}.",
               own=("model.mtp_layers.{L}.input_proj.weight", "model.mtp_layers.{L}.token_layernorm.weight",
                    "model.mtp_layers.{L}.hidden_layernorm.weight", "model.mtp_layers.{L}.final_layernorm.weight"),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..checkpoint.index import Checkpoint, TensorRef, parse_safetensors_header
-from ..errors import EagleConvertError, LayoutError, MissingTensorError, UnsupportedConversionError
+from ..errors import EagleConvertError, LayoutError, MissingTensorError, ShapeMismatchError, UnsupportedConversionError
 from ..targets.quant import FP8_DTYPES, PACKED_SUFFIXES, block_size_of
 from .families import DSPARK_MODEL_TYPES, DSPARK_NAMES, PROMISE_KEYS, MtpFamily, family_for, family_names, text_config
 from .signature import config_int, declared_layers, expected_names
@@ -174,6 +174,23 @@ def _check_scales(refs: dict[str, TensorRef], block: tuple[int, int] | None, nam
     return scales
 
 
+def _check_own_shapes(family: MtpFamily, config: dict, refs: dict[str, TensorRef], trunk_layers: int,
+                      count: int) -> None:
+    """The fusion projection is [hidden, 2 x hidden] and the MTP norms [hidden]: a layer of another model's sizes (or
+    another drafter under the same names) is refused before any byte is read."""
+    h = config_int(text_config(config), "hidden_size", 0)
+    for i in range(count):
+        fill = {"L": family.layer_index(i, trunk_layers), "n": trunk_layers}
+        fusion, *norms = (t.format(**fill) for t in family.own)
+        wrong = [f"{n} is {list(refs[n].shape)}, not {list(want)}" for n, want in
+                 [(fusion, (h, 2 * h))] + [(n, (h,)) for n in norms] if tuple(refs[n].shape) != want]
+        if wrong:
+            raise ShapeMismatchError(
+                f"The target's {family.title} MTP layer does not fit its config (hidden_size {h}): "
+                f"{'; '.join(wrong)}.", "The config and the MTP weights come from different models: use the "
+                "release's own config.json and weights together.")
+
+
 def find_mtp(ckpt: Checkpoint) -> MtpLayers:
     """The target's MTP layers, complete, or a refusal that names what is wrong."""
     config = ckpt.config
@@ -217,6 +234,7 @@ def find_mtp(ckpt: Checkpoint) -> MtpLayers:
             "vLLM would load such a layer without an error and draft with garbage: use an intact copy of the "
             "release (a quantized export may have dropped part of the MTP layer).")
     refs = {n: (ckpt.ref(n) if n in listed else extra[n]) for n in sorted(wanted | scales)}
+    _check_own_shapes(family, config, refs, trunk_layers, count)
     fp8_scales = _check_scales(refs, block, set(refs))
     notes = [f"{rel} holds MTP tensors but model.safetensors.index.json does not list it: read from it anyway"
              for rel in unlisted if any(r.file == rel for r in refs.values())]
