@@ -16,19 +16,16 @@ from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file, save_file
+from support.mtp_bench import engine_fixture
 
 from eagle_convert.mtp.extract import MtpSettings, extract_mtp
-from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
+from eagle_convert.testing.mtp import build_mtp_target
 
 pytestmark = pytest.mark.sglang
 
 ROOT = Path(__file__).resolve().parents[1]
 SGLANG_PYTHON = os.environ.get("SGLANG_PYTHON", str(ROOT / ".venv-sglang" / "bin" / "python"))
-# Keys DeepSeek-V3's released config.json has and transformers' DeepseekV3Config does not write (SGLang's MoE gate
-# reads topk_method).
-DEEPSEEK_RELEASE_KEYS = {"topk_method": "noaux_tc", "scoring_func": "sigmoid", "moe_layer_freq": 1}
-FIXTURES = {"deepseek_v3": MtpFixture("deepseek_v3", config_extra=DEEPSEEK_RELEASE_KEYS),
-            "glm4_moe": MtpFixture("glm4_moe")}
+FIXTURES = {family: engine_fixture(family) for family in ("deepseek_v3", "glm4_moe")}
 REMOVED = "model.layers.0.mlp.experts.1.down_proj.weight"
 
 

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from support.mtp_bench import PROMPTS, corrupt, extract, partial_mimo
+from support.mtp_bench import PROMPTS, corrupt, engine_fixture, extract, partial_mimo
 from support.vllm import VLLM_PYTHON, assert_same, our_counters, vllm_mtp_runs
 
-from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
+from eagle_convert.testing.mtp import build_mtp_target
 
 pytestmark = pytest.mark.vllm
 MAX_TOKENS = 24
@@ -56,7 +56,7 @@ def test_mimo_extracted_equals_inside_the_target_and_our_runner(tmp_path):
 def test_extracted_equals_the_layer_inside_the_target(family, tmp_path):
     """The deterministic-signal fixtures: a correct MTP layer accepts every draft. GLM also runs a corrupted
     extraction in the same worker: the tokens stay (speculation is lossless), acceptance drops to ~0."""
-    target = build_mtp_target(tmp_path / family, MtpFixture(family, signal=True)).path
+    target = build_mtp_target(tmp_path / family, engine_fixture(family, signal=True)).path
     extracted = extract(target, tmp_path / f"{family}-vllm")
     drafts = [target, extracted]
     if family == "glm4_moe":

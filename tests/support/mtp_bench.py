@@ -14,6 +14,16 @@ from safetensors.torch import load_file, save_file
 from eagle_convert.testing.mtp import HIDDEN, MtpFixture, build_mtp_target
 
 PROMPTS = [[5, 17, 33, 60, 61, 62], [100, 3, 200, 201], [9, 9, 9, 40, 80, 120, 121, 122, 7]]
+# Keys DeepSeek-V3's released config.json has and transformers' DeepseekV3Config does not write. Both engines read
+# topk_method: without "noaux_tc" vLLM builds no e_score_correction_bias (its load then fails on the release's) and
+# SGLang's MoE gate raises.
+DEEPSEEK_RELEASE_KEYS = {"topk_method": "noaux_tc", "scoring_func": "sigmoid", "moe_layer_freq": 1}
+
+
+def engine_fixture(family: str, **options) -> MtpFixture:
+    """The family's fixture with the config keys its release has and the engines read."""
+    extra = DEEPSEEK_RELEASE_KEYS if family == "deepseek_v3" else {}
+    return MtpFixture(family, config_extra=extra, **options)
 
 
 def _edit_shards(folder: Path, change) -> None:
