@@ -128,7 +128,7 @@ def test_cpu_needs_of_the_target_families_are_data(tmp_path):
     assert cpu_needs(qwen3_next).for_worker(qwen3_next) == {
         "dtype": "bfloat16", "llm": {"enable_prefix_caching": False}, "refuse": None}
     deepseek = {"model_type": "deepseek_v3", "kv_lora_rank": 512, "qk_rope_head_dim": 64}
-    assert cpu_needs(deepseek).for_worker(deepseek)["refuse"] is None
+    assert cpu_needs(deepseek).for_worker(deepseek) == {"dtype": "bfloat16", "llm": {}, "refuse": None}
     small = dict(deepseek, kv_lora_rank=32, qk_rope_head_dim=16)
     assert "latent of 576" in cpu_needs(small).for_worker(small)["refuse"]
     plain = {"model_type": "qwen2"}

