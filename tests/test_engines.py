@@ -455,7 +455,7 @@ class FakeOfflineVllm:
     """vLLM's offline engine as bench drives it (start, generate, a context): each request drafts 3 rounds of k,
     accepting 2 tokens, and answers tokens that depend on the ids only (so the plain twin agrees)."""
 
-    def __init__(self, python, llm_kwargs, *, what):
+    def __init__(self, python, llm_kwargs, *, what, on_cpu=None):
         self.spec = llm_kwargs.get("speculative_config")
 
     def __enter__(self):

@@ -8,6 +8,7 @@ from eagle_convert.kinds import KINDS, _resolve, kind_of
 from eagle_convert.layouts import CANONICAL_NAMES, LAYOUTS
 from eagle_convert.layouts.registry import output_layouts_for
 from eagle_convert.runner.heads import DraftHead, Eagle1Head, Eagle3Head
+from eagle_convert.runner.mtp import MtpHead
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))
@@ -16,16 +17,17 @@ def test_each_kind_names_its_builder_and_runner_head(name):
     assert kind.name == name
     assert issubclass(kind.head_class(), DraftHead)
     assert callable(_resolve(kind.spec_builder))
-    assert output_layouts_for(name), f"no layout writes {name} heads"
+    assert bool(output_layouts_for(name)) == kind.in_layouts, f"layouts that write {name} heads"
     assert CANONICAL_NAMES[name] is kind.canonical_names  # the layouts read the kind's names, not a copy
 
 
 def test_the_runner_head_follows_the_kind():
     assert (KINDS["eagle1"].head_class(), KINDS["eagle3"].head_class()) == (Eagle1Head, Eagle3Head)
+    assert KINDS["mtp"].head_class() is MtpHead
 
 
 def test_every_layout_holds_kinds_of_the_table():
-    assert {kind for layout in LAYOUTS.values() for kind in layout.kinds} == set(KINDS)
+    assert {kind for layout in LAYOUTS.values() for kind in layout.kinds} == {k for k in KINDS if KINDS[k].in_layouts}
 
 
 def test_a_draft_is_of_the_kind_that_recognises_it():

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 EAGLE1 = "eagle1"
 EAGLE3 = "eagle3"
+MTP = "mtp"
 
 # Canonical tensor names (spec.py explains them), per head kind. Anything else in a draft is unexpected.
 LAYER = "layers.0."
@@ -49,6 +50,17 @@ class _Eagle3Names:
 EAGLE3_NAMES = _Eagle3Names()
 
 
+class _MtpNames:
+    """MTP canonical names: a layer's own names under `layers.{i}.` (mtp/draft.py; which ones a family needs is the
+    MTP families' business, not a fixed set)."""
+
+    def __contains__(self, name: str) -> bool:
+        return re.match(r"layers\.\d+\.", name) is not None
+
+
+MTP_NAMES = _MtpNames()
+
+
 @dataclass(frozen=True)
 class HeadKind:
     name: str  # DraftSpec.kind, and "kind" in --json
@@ -64,6 +76,8 @@ class HeadKind:
     runner_head: str  # "module:class", the bench runner's head for this kind
     # (config, tensor names) -> whether a draft is of this kind; None: the kind of a draft no other kind claims
     recognise: Callable[[dict, frozenset[str]], bool] | None = None
+    # Written by a draft layout (layouts/); False: by `convert --mtp` (mtp/), which keeps the target's own names
+    in_layouts: bool = True
 
     def build_spec(self, *args):
         return _resolve(self.spec_builder)(*args)
@@ -77,6 +91,12 @@ def _looks_eagle3(config: dict, names: frozenset[str]) -> bool:
     return (any(n.startswith(("midlayer.", "eagle_module.")) for n in names) or "d2t" in names
             or any(n.endswith("layers.0.hidden_norm.weight") for n in names) or "Eagle3" in archs
             or config.get("speculators_model_type") == "eagle3")
+
+
+def _not_a_layout(config: dict, names: frozenset[str]) -> bool:
+    """MTP heads are told apart before any draft layout is tried (mtp/draft.py `looks_mtp`, from the MTP families
+    table), so no layout's checkpoint is ever of this kind."""
+    return False
 
 
 def kind_of(config: dict, names: frozenset[str]) -> str:
@@ -99,4 +119,9 @@ KINDS = {kind.name: kind for kind in (
              fc_bias_foldable=False, aux_states=True, required_tensors=(),
              spec_builder="eagle_convert.draft.load:eagle3_spec", runner_head="eagle_convert.runner.heads:Eagle3Head",
              recognise=_looks_eagle3),
+    # The MTP layer a target ships (DeepSeek, GLM, Qwen3-Next, MiMo, ...): engines build it from the target's config
+    # and share the target's embedding and LM head; read by mtp/draft.py, never by a draft layout.
+    HeadKind(MTP, "MTP", MTP_NAMES, vllm_method="mtp", target_lm_head=True, vocab_map=False, fc_bias_foldable=False,
+             aux_states=False, required_tensors=(), spec_builder="eagle_convert.mtp.draft:mtp_spec",
+             runner_head="eagle_convert.runner.mtp:MtpHead", recognise=_not_a_layout, in_layouts=False),
 )}

@@ -35,7 +35,7 @@ DEFAULT_ROPE_THETA = 10000.0
 
 @dataclass(frozen=True)
 class DraftSpec:
-    kind: str  # EAGLE1 or EAGLE3: a key of kinds.KINDS
+    kind: str  # EAGLE1, EAGLE3 or MTP: a key of kinds.KINDS
     hidden_size: int
     num_attention_heads: int
     num_key_value_heads: int
@@ -64,6 +64,9 @@ class DraftSpec:
     qk_norm: bool = False  # Qwen3-architecture draft: per-head q_norm / k_norm before RoPE
     lm_head_from_target: bool = False  # EAGLE-3 with draft_vocab_size null and no lm_head: the target's LM head
     base_model_type: str = "llama"  # "llama" or "qwen2": which HF family the inner config names
+    # MTP heads (kinds.py "mtp"): the family (mtp/ table) and its fusion order, [hidden ; embedding] for MiMo
+    mtp_family: str | None = None
+    mtp_hidden_first: bool = False
     hidden_act: str = "silu"
     extra: dict = field(default_factory=dict, compare=False)  # other source config keys, kept for output configs
     flag_sources: dict = field(default_factory=dict, compare=False)  # EAGLE-3 flag -> where it was read from

@@ -64,3 +64,36 @@ def assert_same(ours: list[dict], theirs: dict):
             vllm["num_drafts"], vllm["num_draft_tokens"], vllm["num_accepted_tokens"])
         assert mine["per_pos"] == vllm["num_accepted_tokens_per_pos"]
     assert sum(m["accepted"] for m in ours) > 0  # the pair is built to accept: 0 would prove nothing
+
+
+def vllm_mtp_runs(target, drafts, *, prompt_ids=PROMPTS, k=1, max_tokens=MAX_TOKENS, max_model_len=256) -> list[dict]:
+    """vLLM's tokens and counters per prompt for each MTP draft of one target, all in ONE worker process (vLLM is
+    imported once; each draft gets its own engine, the previous one shut down). A draft is an extracted folder or the
+    target itself (its own MTP layer): bench's prepare_draft makes the speculative config, with bench's LLM arguments
+    (dtype auto) and the target family's CPU needs (engines/vllm_needs.py), as `bench --engine vllm` runs them."""
+    import tempfile
+
+    from eagle_convert.checkpoint.index import Checkpoint
+    from eagle_convert.engines.prepare import prepare_draft
+    from eagle_convert.engines.vllm_needs import cpu_needs
+    from eagle_convert.io.source import LocalSource
+
+    config = Checkpoint(LocalSource(target)).config
+    common = llm_args(str(target), dtype="auto", max_model_len=max_model_len, seed=0)
+    with tempfile.TemporaryDirectory() as work:
+        specs = [prepare_draft(str(draft), str(target), Path(work)).speculative_config(k) for draft in drafts]
+    results = []
+    engine = VllmOffline(VLLM_PYTHON, {**common, "speculative_config": specs[0]}, what="vLLM (MTP)",
+                         on_cpu=cpu_needs(config).for_worker(config))
+    with engine:
+        for i, spec in enumerate(specs):
+            info = engine.start() if i == 0 else engine.restart({**common, "speculative_config": spec},
+                                                                 what=f"vLLM (MTP draft {drafts[i]})")
+            ran = info["speculative_config"]
+            assert ran is not None and ran["method"] == "mtp" and ran["num_speculative_tokens"] == k, ran
+            runs = [engine.generate(ids, max_new_tokens=max_tokens, temperature=0.0, seed=0, stop_token_ids=())
+                    for ids in prompt_ids]
+            results.append({"spec": spec, "outputs": [run.tokens for run in runs],
+                            "per_prompt": [run.counters for run in runs], "start_s": info["start_s"],
+                            "dtype": info["dtype"], "vllm_version": info["version"]})
+    return results

@@ -13,6 +13,7 @@ from ..checkpoint.open import open_input
 from ..checkpoint.ranks.checkpoint import RankedCheckpoint
 from ..draft.load import load_draft, tensor_reader
 from ..errors import IncomparableReportError, LayoutError, UnsupportedConversionError
+from ..mtp.draft import load_mtp_draft, looks_mtp
 from ..positions.checks import PositionOptions
 from ..runner.heads import check_takes_token_map
 from ..runner.trees.shapes import TreeOptions, TreeShape, resolve_tree
@@ -87,6 +88,7 @@ def run(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptio
 
 def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOptions, hub: HubOptions, *,
                 device: str, dtype: str, baseline: bool, progress: bool, drop) -> BenchReport:
+    from ..runner.mtp import refuse_mtp_family
     from .ours import bench_target  # torch model code loads only when our runner benches
 
     require_local_target(target)
@@ -100,8 +102,12 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
     target_info = read_target(target_ckpt)
 
     def head_of(path: str):
-        return load_draft(open_input(path, revision=hub.revision, token=hub.token, offline=hub.offline,
-                                     role="draft").checkpoint, target_info.config, drop=tuple(drop))  # text sizes
+        ckpt = open_input(path, revision=hub.revision, token=hub.token, offline=hub.offline, role="draft").checkpoint
+        if looks_mtp(ckpt.config, frozenset(ckpt.names())):  # an MTP layer, extracted or inside the target
+            head = load_mtp_draft(ckpt, target_info.config, label=path, drop=tuple(drop))
+            refuse_mtp_family(head.spec.mtp_family, path)  # before the target loads
+            return head
+        return load_draft(ckpt, target_info.config, drop=tuple(drop))  # text sizes
 
     head = head_of(draft)
     hot_token_ids = None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..checkpoint.index import Checkpoint
 from ..engines.prepare import prepare_draft
+from ..engines.vllm_needs import cpu_needs
 from ..engines.vllm_offline import VllmOffline, find_python, llm_args
 from ..engines.vllm_server import ServerEngine
 from ..errors import EngineError, LayoutError
@@ -96,7 +97,8 @@ def _bench_offline(target: str, draft: str, session: Session, decode: DecodeSett
         common = llm_args(target, dtype=dtype, max_model_len=_max_model_len(config), seed=decode.seed,
                           tensor_parallel_size=tp, extra=extra)
         spec_kwargs = {**common, "speculative_config": prepared.speculative_config(decode.k)}
-        with VllmOffline(python, spec_kwargs, what="vLLM (speculative decoding)") as engine:
+        on_cpu = cpu_needs(config).for_worker(config)  # the target family's needs on vLLM's CPU build
+        with VllmOffline(python, spec_kwargs, what="vLLM (speculative decoding)", on_cpu=on_cpu) as engine:
             info = engine.start()
             if info.get("speculative_config") is None:
                 raise EngineError("vLLM started without speculative decoding.",
@@ -104,7 +106,7 @@ def _bench_offline(target: str, draft: str, session: Session, decode: DecodeSett
             run = run_conversations(session, engine, shape, progress=progress, **request)
         baseline_info = {}
         if baseline:
-            with VllmOffline(python, common, what="vLLM (plain decoding, the baseline)") as plain:
+            with VllmOffline(python, common, what="vLLM (plain decoding, the baseline)", on_cpu=on_cpu) as plain:
                 baseline_info = plain.start()
                 run_baseline(run, plain, eos=session.eos, **request)
     settings = _settings(target, session, decode, info, baseline=baseline, draft_kind=prepared.head.spec.kind,
@@ -114,7 +116,7 @@ def _bench_offline(target: str, draft: str, session: Session, decode: DecodeSett
              "engine_speculative_config": info["speculative_config"],
              "llm_args": {key: value for key, value in common.items() if key != "model"},
              "start_time_s": info["start_s"], "baseline_start_time_s": baseline_info.get("start_s"),
-             "draft": {"given": draft, "served": prepared.path, "layout": prepared.head.layout.name,
+             "draft": {"given": draft, "served": prepared.path, "layout": prepared.layout_name,
                        "conversion": prepared.conversion}}
     return _report(run, settings, block)
 
@@ -148,6 +150,10 @@ def _report(run: EngineRun, settings: dict, engine_block: dict) -> BenchReport:
 def _draft_kind(draft: str, target: str) -> str:
     from ..checkpoint.open import open_input
     from ..draft.load import load_draft
+    from ..mtp.draft import load_mtp_draft, looks_mtp
 
-    return load_draft(open_input(draft, role="draft").checkpoint,
-                      open_input(target, role="target").checkpoint.config).spec.kind
+    ckpt = open_input(draft, role="draft").checkpoint
+    target_config = open_input(target, role="target").checkpoint.config
+    if looks_mtp(ckpt.config, frozenset(ckpt.names())):
+        return load_mtp_draft(ckpt, target_config, label=draft).spec.kind
+    return load_draft(ckpt, target_config).spec.kind

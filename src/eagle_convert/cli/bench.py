@@ -22,6 +22,9 @@ def _fmt(value, spec: str = ".3f") -> str:
 @click.option("--target", "-t", required=True, help="Target model folder (the whole model runs).")
 @click.option("--draft", "-d", help="Draft head: any layout convert reads or writes (folder or repo id). Required "
                                     "except with --engine-url (the server has its head).")
+@click.option("--mtp-from-target", is_flag=True,
+              help="Bench the MTP layer the target ships, loaded from TARGET itself (instead of --draft; the same "
+                   "as --draft TARGET). An extracted MTP folder is a --draft like any other.")
 @click.option("-k", "--num-speculative-tokens", "k", default=3, show_default=True, type=click.IntRange(1, 64))
 @click.option("--max-new-tokens", default=256, show_default=True, type=click.IntRange(1))
 @click.option("--prompts", type=click.Path(exists=True, dir_okay=False),
@@ -57,12 +60,16 @@ def _fmt(value, spec: str = ".3f") -> str:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @tree_options
 @engine_options
-def bench(target, draft, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template, ignore_eos,
-          no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path, threads,
-          drop, max_model_len, allow_rope_mismatch, token_map, as_json, quiet, **options):
+def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template,
+          ignore_eos, no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path,
+          threads, drop, max_model_len, allow_rope_mismatch, token_map, as_json, quiet, **options):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
     tree_flags = {name: options.pop(name) for name in TREE_FLAGS}
     engine_flags = options
+    if mtp_from_target:
+        if draft is not None:
+            raise click.UsageError("--mtp-from-target and --draft name two drafts: pass one of them.")
+        draft = target  # a draft that is the target: its own MTP layer (mtp/draft.py)
     with_engine = engine_requested(engine_flags)
     if with_engine:
         if tree_flags["tree"] != "chain" or tree_flags["tree_sweep"]:

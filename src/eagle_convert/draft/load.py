@@ -97,11 +97,11 @@ def _build_spec(kind, cfg, tensors, target_config, notes, label, nested_aux_offs
     for name in head_kind.required_tensors:
         if name not in tensors:
             raise LayoutError(f"{label} has no {name}.", "This is not an EAGLE draft head; check the path.")
-    common = _common_fields(cfg, notes, label)
+    common = common_fields(cfg, notes, label)
     return head_kind.build_spec(cfg, tensors, common, target_config, notes, label, nested_aux_offset)
 
 
-def _common_fields(cfg, notes, label) -> dict:
+def common_fields(cfg, notes, label) -> dict:
     """The DraftSpec fields every kind reads the same way from its config (notes say what was defaulted)."""
     where = label
     hidden = int(_require(cfg, "hidden_size", where))

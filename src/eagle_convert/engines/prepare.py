@@ -1,6 +1,9 @@
 """A draft as the engine loads it: layouts vLLM reads natively are served as they are; any other layout `convert`
 reads (a raw EAGLE-1/EAGLE-3 release, vllm-v0, SGLang) is converted to the vLLM layout in a temporary folder first,
-with the fc bias folded into the embedding when the head has one (vLLM would drop it silently)."""
+with the fc bias folded into the embedding when the head has one (vLLM would drop it silently).
+
+An MTP head (mtp/draft.py) is served as it is: a folder `convert --mtp --to vllm` wrote (`"model": DIR`), or the
+target's own MTP layer (no `"model"`: vLLM loads it from the target, as its docs show)."""
 
 from __future__ import annotations
 
@@ -9,18 +12,25 @@ from pathlib import Path
 
 from ..checkpoint.open import open_input
 from ..draft.load import DraftHead, load_draft
+from ..errors import LayoutError
 from ..layouts.registry import served_as_stored
+from ..mtp.draft import MtpDraft, load_mtp_draft, looks_mtp
 
 
 @dataclass(frozen=True)
 class EngineDraft:
-    head: DraftHead  # the draft as given (its spec is what the report names)
-    path: str  # the folder the engine loads
-    method: str  # vLLM's speculative method: "eagle" or "eagle3"
+    head: DraftHead | MtpDraft  # the draft as given (its spec is what the report names)
+    path: str | None  # the folder the engine loads; None: the target's own MTP layer
+    method: str  # vLLM's speculative method: "eagle", "eagle3" or "mtp"
     conversion: str | None  # what was done to make `path`, or None when the draft was served as given
 
     def speculative_config(self, k: int) -> dict:
-        return {"method": self.method, "model": self.path, "num_speculative_tokens": k}
+        model = {} if self.path is None else {"model": self.path}
+        return {"method": self.method, **model, "num_speculative_tokens": k}
+
+    @property
+    def layout_name(self) -> str:
+        return self.head.layout_name if isinstance(self.head, MtpDraft) else self.head.layout.name
 
 
 def method_of(head: DraftHead) -> str:
@@ -34,6 +44,8 @@ def prepare_draft(draft: str, target: str, workdir: Path, *, revision: str | Non
 
     target_in = open_input(target, role="target")
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft")
+    if looks_mtp(draft_in.checkpoint.config, frozenset(draft_in.checkpoint.names())):
+        return _mtp_draft(draft, target, draft_in.checkpoint, target_in.checkpoint.config, drop)
     head = load_draft(draft_in.checkpoint, target_in.checkpoint.config, drop=tuple(drop))
     if head.layout.name in served_as_stored("vllm") and not drop and Path(draft).is_dir():
         return EngineDraft(head, str(Path(draft).resolve()), method_of(head), None)
@@ -44,3 +56,14 @@ def prepare_draft(draft: str, target: str, workdir: Path, *, revision: str | Non
     how = f"converted from the {head.layout.name} layout to the vllm layout in a temporary folder" + (
         " (--fc-bias fold: vLLM has no fc bias)" if head.spec.fc_bias else "")
     return EngineDraft(head, str(out.resolve()), method_of(head), how)
+
+
+def _mtp_draft(draft: str, target: str, checkpoint, target_config: dict, drop) -> EngineDraft:
+    """An MTP head as vLLM loads it: a local folder as stored, or (the draft is the target) the target's own layer."""
+    if not Path(draft).is_dir():
+        raise LayoutError(f"The MTP head {draft} is not a local folder.",
+                          "Extract it first (`eagle-convert convert --mtp TARGET -o DIR --to vllm`, which reads only "
+                          "the MTP layer's bytes) and bench DIR.")
+    head = load_mtp_draft(checkpoint, target_config, label=draft, drop=tuple(drop))
+    own = Path(draft).resolve() == Path(target).resolve()
+    return EngineDraft(head, None if own else str(Path(draft).resolve()), method_of(head), None)

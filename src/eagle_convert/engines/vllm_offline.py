@@ -68,9 +68,10 @@ def engine_env(tensor_parallel_size: int) -> dict:
 class VllmOffline:
     """Start with `start()`, then `generate()` prompt by prompt, and always `close()` (or use it as a context)."""
 
-    def __init__(self, python: str, llm_kwargs: dict, *, what: str):
+    def __init__(self, python: str, llm_kwargs: dict, *, what: str, on_cpu: dict | None = None):
         self.python = python
         self.llm_kwargs = llm_kwargs
+        self.on_cpu = on_cpu  # the target family's needs on vLLM's CPU backend (vllm_needs.CpuNeeds.for_worker)
         self.what = what
         self.info: dict = {}
         self._dir = tempfile.TemporaryDirectory(prefix="eagle-convert-engine-")
@@ -80,8 +81,19 @@ class VllmOffline:
         log = Path(os.environ.get(LOG_ENV) or Path(self._dir.name) / "engine.log")
         self._process = EngineProcess(self.python, WORKER, log, engine_env(self.llm_kwargs.get(
             "tensor_parallel_size", 1)), self.what)
-        self.info = self._process.request({"op": "start", "llm": self.llm_kwargs}, START_TIMEOUT_S)
+        return self._start()
+
+    def _start(self) -> dict:
+        self.info = self._process.request({"op": "start", "llm": self.llm_kwargs, "on_cpu": self.on_cpu},
+                                          START_TIMEOUT_S)
         return self.info
+
+    def restart(self, llm_kwargs: dict, *, what: str) -> dict:
+        """Another engine in the same worker process (the first is shut down): vLLM is imported once."""
+        self._process.request({"op": "stop"}, START_TIMEOUT_S)
+        self.llm_kwargs, self.what = llm_kwargs, what
+        self._process.what = what
+        return self._start()
 
     def generate(self, ids: list[int], *, max_new_tokens: int, temperature: float, seed: int,
                  stop_token_ids: tuple[int, ...]) -> Generation:

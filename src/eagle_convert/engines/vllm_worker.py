@@ -5,9 +5,13 @@ its own torch), so it imports nothing from eagle_convert: the standard library a
 
 Commands (stdin) and replies (one JSON line each, on file descriptor REPLY_FD: vLLM and its engine processes log to
 stdout and stderr, which the caller sends to a log file):
-  {"op": "start", "llm": {LLM keyword arguments}}
+  {"op": "start", "llm": {LLM keyword arguments}, "on_cpu": {"dtype", "llm": {...}, "refuse"} (optional)}
       -> {"ok": true, "version", "device", "dtype", "tp", "speculative_config": {method, model, num_speculative_tokens}
           | null, "start_s"}
+      `on_cpu` (engines/vllm_needs.py): what the target family needs on vLLM's CPU backend, applied only there: a
+      dtype in place of "auto", LLM arguments, or a refusal (the message is the error).
+  {"op": "stop"} -> {"ok": true}: the engine is shut down; a next "start" builds another in the same process (the
+      real-vLLM tests run two drafts of one target this way, paying the import once).
   {"op": "generate", "ids": [...], "max_tokens", "temperature", "seed", "stop_token_ids": [...]}
       -> {"ok": true, "tokens": [...], "seconds", "counters": {num_drafts, num_draft_tokens, num_accepted_tokens,
           num_accepted_tokens_per_pos}}   (the counters this one request moved; null without speculation)
@@ -59,16 +63,22 @@ class Worker:
         self.llm = None
         self.k = 0
 
-    def start(self, llm_kwargs: dict) -> dict:
+    def start(self, llm_kwargs: dict, cpu_needs: dict | None = None) -> dict:
         t0 = time.perf_counter()
         import vllm
         from vllm import LLM
         from vllm.platforms import current_platform
 
+        if self.llm is not None:
+            raise RuntimeError("an engine is running: send {\"op\": \"stop\"} before starting another")
         on_cpu = current_platform.is_cpu()
         kwargs = dict(llm_kwargs)
+        needs = (cpu_needs or {}) if on_cpu else {}
+        if needs.get("refuse"):
+            raise RuntimeError(needs["refuse"])
         if kwargs.get("dtype", "auto") == "auto":
-            kwargs["dtype"] = "float32" if on_cpu else "bfloat16"
+            kwargs["dtype"] = needs.get("dtype") or ("float32" if on_cpu else "bfloat16")
+        kwargs.update(needs.get("llm") or {})
         if on_cpu:
             kwargs.setdefault("enforce_eager", True)  # the CPU backend compiles nothing worth the wait here
         self.llm = LLM(**kwargs)
@@ -101,6 +111,10 @@ class Worker:
                 self.llm.llm_engine.engine_core.shutdown()
             except Exception:  # the caller ends the whole process group anyway
                 pass
+            self.llm, self.k = None, 0
+            import gc
+
+            gc.collect()  # the next engine's KV cache and weights need the memory back
 
 
 def main(argv: list[str]) -> int:
@@ -114,7 +128,10 @@ def main(argv: list[str]) -> int:
                 continue
             command = json.loads(line)
             if command["op"] == "start":
-                reply.write(json.dumps(worker.start(command["llm"])) + "\n")
+                reply.write(json.dumps(worker.start(command["llm"], command.get("on_cpu"))) + "\n")
+            elif command["op"] == "stop":
+                worker.stop()
+                reply.write(json.dumps({"ok": True}) + "\n")
             elif command["op"] == "generate":
                 reply.write(json.dumps(worker.generate(command)) + "\n")
             else:

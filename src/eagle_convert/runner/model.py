@@ -6,7 +6,7 @@ position (see layers.py), so rolling back rejected drafts is just the caller cho
 
 `TargetModel.forward` returns what EAGLE needs besides the logits: the final post-norm hidden state (EAGLE-1's
 feature, HF `hidden_states[-1]`) and the concatenated inputs of the aux layers (EAGLE-3's feature, HF
-`hidden_states[i]` for i in aux_layer_ids).
+`hidden_states[i]` for i in aux_layer_ids); and the pre-norm residual stream an MTP layer reads.
 """
 
 from __future__ import annotations
@@ -186,6 +186,8 @@ class TargetOutput:
     logits: torch.Tensor  # [1, T, V] (or [1, 1, V] with last_logits_only)
     hidden: torch.Tensor  # [1, T, H] after the final norm: EAGLE-1's feature
     aux: torch.Tensor | None  # [1, T, len(aux_layer_ids) * H]: inputs of the aux layers, low to high; EAGLE-3's feature
+    # [1, T, H] the residual stream before the final norm: what vLLM hands an MTP layer (runner/mtp.py)
+    pre_norm: torch.Tensor | None = None
 
 
 @dataclass
@@ -255,6 +257,6 @@ class TargetModel:
             h = h + layer.mlp(rms_norm(h, layer.post_norm, eps))
         hidden = rms_norm(h, self.norm, eps)
         logits = F.linear(hidden[:, -1:] if last_logits_only else hidden, self.lm_head_weight)
-        return TargetOutput(logits=logits, hidden=hidden, aux=torch.cat(aux, dim=-1) if aux else None)
+        return TargetOutput(logits=logits, hidden=hidden, aux=torch.cat(aux, dim=-1) if aux else None, pre_norm=h)
 
     __call__ = forward

@@ -8,6 +8,7 @@ FAMILIES = (
                  runner=RUNNER_DENSE),
     TargetFamily("mistral", ("mistral",), ("MistralForCausalLM",), (CAUSAL_LM,), rope="default",
                  runner=RUNNER_DENSE),
-    TargetFamily("qwen2", ("qwen2",), ("Qwen2ForCausalLM",), (CAUSAL_LM,), rope="default", runner=RUNNER_DENSE),
+    TargetFamily("qwen2", ("qwen2",), ("Qwen2ForCausalLM", "MiMoForCausalLM"), (CAUSAL_LM,), rope="default",
+                 runner=RUNNER_DENSE),
     TargetFamily("qwen3", ("qwen3",), ("Qwen3ForCausalLM",), (CAUSAL_LM,), rope="default", runner=RUNNER_DENSE),
 )
