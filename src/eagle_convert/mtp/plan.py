@@ -21,7 +21,12 @@ from ..errors import UnsupportedConversionError
 from ..targets.quant import FP8_HOW
 from .locate import MtpLayers
 
-LAYOUTS = ("vllm", "sglang")
+# The layouts an MTP head is written in (`convert --mtp --to`), with what each is: MTP heads have their own two,
+# not the EAGLE layout registry's (an MTP layer keeps the target's config and names, or SGLang's NextN renumbering).
+LAYOUTS = {
+    "vllm": "the target's config, the layers under their original names and index (vLLM method 'mtp')",
+    "sglang": "SGLang's NextN layout: one layer renumbered to 0, the ...NextN architecture",
+}
 NEXTN_FILE = "nextn_layer_parameters.safetensors"
 DEQUANT_DTYPE = torch.bfloat16
 
