@@ -29,7 +29,7 @@ from eagle_convert.testing.tiny import (
 )
 from eagle_convert.vocab.formats import FORMATS
 from eagle_convert.vocab.map import VocabMap
-from eagle_convert.vocab.selection import VocabMapError
+from eagle_convert.vocab.rules import VocabMapError
 
 PROMPTS = ["t10 t11 t12", "t40 t7 t99 t3", "t5 t6 t7 t8 t9"]
 VOCAB = TinyConfig().vocab_size

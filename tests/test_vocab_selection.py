@@ -12,7 +12,8 @@ import torch
 from support.producers import producer_function
 
 from eagle_convert.vocab.counts import TokenCounts
-from eagle_convert.vocab.selection import VocabMapError, select
+from eagle_convert.vocab.rules import VocabMapError
+from eagle_convert.vocab.selection import select
 
 
 def _counts(samples: list[list[int]], ascending: bool = True) -> TokenCounts:

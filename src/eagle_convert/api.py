@@ -19,7 +19,8 @@ from .vocab.check import MapFacts, check_map, errors_of, refuse_errors
 from .vocab.formats import DEFAULT_FORMAT, FORMATS, StorageFormat, format_for, read_stored
 from .vocab.head import apply_to_head, check_out, head_facts, write_maps
 from .vocab.map import VocabMap, config_vocab_size
-from .vocab.selection import VocabMapError, rule_for, select
+from .vocab.rules import VocabMapError, rule_for
+from .vocab.selection import select
 
 
 def bench(*args, **kwargs):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..errors import EagleConvertError
 from ..vocab.counts import TokenCounts
-from ..vocab.selection import SelectionRule, rule_for
+from ..vocab.rules import SelectionRule, rule_for
 from .chat import ChatTokenizer
 from .prompts import PromptFileError
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import click
 
-from ..vocab.formats import FORMATS
-from ..vocab.selection import COMPATS
+from ..vocab.rules import COMPATS, FORMAT_NAMES
 from .errors import EXIT_ERROR, handle_errors, paragraph
 
 
@@ -75,7 +74,7 @@ def _with(options):
               help="Draft vocabulary size; repeat for several (one pass over the corpus serves them all).")
 @click.option("--compat", required=True, type=click.Choice(COMPATS),
               help="Whose rules: mask, length, tie-break, padding and order (docs/vocab-maps.md).")
-@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), help="File format (default: the producer's).")
+@click.option("--format", "fmt", type=click.Choice(list(FORMAT_NAMES)), help="File format (default: the producer's).")
 @click.option("--max-length", default=2048, show_default=True, type=click.IntRange(1),
               help="Token limit per sample (truncated or dropped, as the producer does).")
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="Where counts are cached "
@@ -103,8 +102,8 @@ def build(target, prompts, sizes, compat, fmt, max_length, cache_dir, quiet, out
 
 @vocab_map.command("convert")
 @click.argument("source", type=click.Path(exists=True, dir_okay=False))
-@click.option("--format", "fmt", required=True, type=click.Choice(list(FORMATS)), help="Output format.")
-@click.option("--from", "from_format", type=click.Choice(list(FORMATS)),
+@click.option("--format", "fmt", required=True, type=click.Choice(list(FORMAT_NAMES)), help="Output format.")
+@click.option("--from", "from_format", type=click.Choice(list(FORMAT_NAMES)),
               help="Input format, when the file does not say (a .pt of one tensor: modelopt or sglang).")
 @click.option("--target", "-t", help="Target whose config vocabulary sizes t2d (a map without t2d needs it).")
 @click.option("--target-vocab-size", type=click.IntRange(1), help="The config vocabulary, instead of --target.")
@@ -122,7 +121,7 @@ def convert(source, fmt, from_format, target, target_vocab_size, out, apply_to, 
 @click.argument("path")
 @click.option("--target", "-t", help="Check sizes against this target's config vocabulary (text_config included).")
 @click.option("--target-vocab-size", type=click.IntRange(1), help="The config vocabulary, instead of --target.")
-@click.option("--from", "from_format", type=click.Choice(list(FORMATS)), help="A map file's format, if ambiguous.")
+@click.option("--from", "from_format", type=click.Choice(list(FORMAT_NAMES)), help="A map file's format, if ambiguous.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
 def check(path, target, target_vocab_size, from_format, as_json):
@@ -153,7 +152,7 @@ def check(path, target, target_vocab_size, from_format, as_json):
                    "turns, so give the data the head trains on).")
 @click.option("--map", "map_file", type=click.Path(exists=True, dir_okay=False),
               help="An existing map file (any format vocab-map reads; a .pt of one tensor is SGLang's token map).")
-@click.option("--from", "from_format", type=click.Choice(list(FORMATS)), help="--map's format, if ambiguous.")
+@click.option("--from", "from_format", type=click.Choice(list(FORMAT_NAMES)), help="--map's format, if ambiguous.")
 @click.option("--head", help="An existing head: its own d2t (or the whole vocabulary for a head without one).")
 @click.option("--max-new-tokens", default=128, show_default=True, type=click.IntRange(1),
               help="Tokens the target generates per prompt.")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .selection import VocabMapError
+from .rules import VocabMapError
 
 # Who reads each broken map wrongly, and how (the research notes in docs/vocab-maps.md cite the code).
 ENGINES = {

@@ -17,7 +17,7 @@ import torch
 
 from ..io.write import OutTensor, write_safetensors
 from .map import VocabMap
-from .selection import VocabMapError
+from .rules import FORMAT_NAMES, VocabMapError
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,8 @@ FORMATS: dict[str, StorageFormat] = {f.name: f for f in (
     StorageFormat("safetensors", "safetensors with top-level d2t (int64 offsets) and t2d (bool[config vocab])",
                   False, True, lambda n: (f"vocab_map-{n}.safetensors",), _write_safetensors, _read_safetensors),
 )}
+if tuple(FORMATS) != FORMAT_NAMES:  # the CLI's torch-free list of choices (rules.py) must be this registry's
+    raise AssertionError(f"vocab/rules.py FORMAT_NAMES {FORMAT_NAMES} != the registry's {tuple(FORMATS)}")
 DEFAULT_FORMAT = {"specforge": "specforge", "speculators": "speculators", "eagle": "specforge",
                   "modelopt": "modelopt", "nemo": "safetensors"}
 

@@ -19,7 +19,7 @@ from .check import MapFacts, check_map, refuse_errors
 from .formats import StorageFormat, write_tensors
 from .map import VocabMap, config_vocab_size
 from .permute import permute_rows, row_order
-from .selection import VocabMapError
+from .rules import VocabMapError
 
 LM_HEAD = "lm_head.weight"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from .map import VocabMap
-from .selection import VocabMapError
+from .rules import VocabMapError
 
 
 def row_order(current: VocabMap, wanted: VocabMap) -> torch.Tensor:

@@ -13,7 +13,7 @@ import torch
 from .check import MapFacts, check_map, refuse_errors
 from .formats import _torch_load, detect_format, read_stored
 from .map import VocabMap
-from .selection import VocabMapError
+from .rules import VocabMapError
 
 
 def token_map_format(path: Path) -> str:
