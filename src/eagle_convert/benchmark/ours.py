@@ -14,6 +14,7 @@ from ..conversion.validate import check_sizes
 from ..engines.ours import OursEngine, PlainEngine
 from ..runner.heads import aux_layer_ids_for, build_draft_head
 from ..runner.model import TargetModel
+from ..runner.positions import draft_position_limit
 from ..runner.text_model import runner_target
 from ..runner.trees.shapes import TreeShape, check_tree_for_head
 from ..spec import DraftSpec
@@ -69,7 +70,8 @@ def _bench_head(session: Session, target: TargetModel, spec: DraftSpec, get_tens
     head = build_draft_head(spec, get_tensor, target_embedding=target.embed_weight,
                             target_lm_head=target.lm_head_weight, dtype=target.dtype, device=target.device)
     check_tree_for_head(shape, spec.vocab_size if head.draft_to_target is None else len(head.draft_to_target))
-    engine, plain = OursEngine(target, head, shape), PlainEngine(target) if baseline else None
+    limit = draft_position_limit(spec.extra, session.max_positions)  # where vLLM stops drafting
+    engine, plain = OursEngine(target, head, shape, limit), PlainEngine(target) if baseline else None
     request = dict(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, seed=decode.seed)
     first = session.prompts[0]
     warm_ids = session.encode([{"role": "user", "content": first.turns[0]}], first)

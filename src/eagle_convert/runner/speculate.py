@@ -22,6 +22,7 @@ import torch
 
 from eagle_convert.runner.heads import DraftHead, DraftOutput
 from eagle_convert.runner.model import TargetModel
+from eagle_convert.runner.positions import drafts_fit
 
 
 @dataclass
@@ -33,6 +34,9 @@ class SpeculativeResult:
     # near a tie each draft choice was). What `bench --reference-draft` shows when two heads draft differently.
     drafted_per_round: list[list[int]] = field(default_factory=list)
     margins_per_round: list[list[float]] = field(default_factory=list)
+    # Verify rounds whose drafts were k dummy zeros because the sequence had passed the draft's position limit
+    # (positions.py: vLLM's rule); they are counted in accepted_per_round too, as vLLM counts them.
+    drafting_disabled_rounds: int = 0
 
 
 def token_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -125,7 +129,10 @@ def emit_tokens(tokens: list[int], new: Sequence[int], eos_ids: set[int], max_ne
 @torch.inference_mode()  # one mode for the whole generation: every cache update inside it
 def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Sequence[int], *, k: int,
                          max_new_tokens: int, temperature: float = 0.0, eos_ids: Sequence[int] = (),
-                         generator: torch.Generator | None = None) -> SpeculativeResult:
+                         generator: torch.Generator | None = None, draft_limit: int | None = None
+                         ) -> SpeculativeResult:
+    """`draft_limit`: the draft's position limit (positions.py); past it a round verifies k dummy zeros instead of
+    drafts, as vLLM does, and the head is no longer run."""
     if k < 1 or max_new_tokens < 1 or not prompt_ids:
         raise ValueError("need k >= 1, max_new_tokens >= 1 and a non-empty prompt")
     eos, device, vocab = set(eos_ids), target.device, target.config.vocab_size
@@ -138,17 +145,26 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
         return result
     # Head context: row i = (target feature i, token i+1) at position i; the last row pairs f_{n-1} with `last`.
     head_tokens = torch.cat([prompt[0, 1:], last.view(1)]).view(1, -1)
-    head_out = head(head_tokens, head.target_feature(out), range(n), from_target=True, last_logits_only=True)
+    head_out = head(head_tokens, head.target_feature(out), range(n), from_target=True, last_logits_only=True
+                    ) if drafts_fit(n, k, draft_limit) else None  # vLLM never runs a drafter past its limit
     position = n  # position of `last`, the newest emitted token, which the target has not seen yet
+    seen = n  # tokens in the target's cache after its last forward, rejected drafts included (vLLM's max_seq_len)
     while True:
         margins: list[torch.Tensor] = []
-        draft_ids, draft_probs = draft_chain(head, head_out, position, k, vocab_size=vocab,
-                                             temperature=temperature, generator=generator, margins=margins)
+        drafting = drafts_fit(seen, k, draft_limit)
+        if drafting:
+            draft_ids, draft_probs = draft_chain(head, head_out, position, k, vocab_size=vocab,
+                                                 temperature=temperature, generator=generator, margins=margins)
+        else:  # vLLM's dummy drafts: token id 0, k times, verified like drafts (greedy: accepted where 0 is next)
+            draft_ids, draft_probs = torch.zeros(k, dtype=torch.int64, device=device), None
+            result.drafting_disabled_rounds += 1
         checked = verify(target, last, draft_ids, position)
-        if temperature == 0:
-            accepted, next_token = accept_greedy(draft_ids, checked.logits[0])
+        seen = position + k + 1
+        if temperature == 0 or not drafting:
+            accepted, next_token = accept_greedy(draft_ids, checked.logits[0]) if temperature == 0 else (
+                0, int(choose_token(checked.logits[0, 0], temperature, generator)))
             result.drafted_per_round.append(draft_ids.tolist())
-            result.margins_per_round.append(torch.stack(margins).tolist())
+            result.margins_per_round.append(torch.stack(margins).tolist() if margins else [0.0] * k)
         else:
             accepted, next_token = accept_sampled(draft_ids, draft_probs,
                                                   token_probs(checked.logits[0], temperature), generator)
@@ -157,11 +173,12 @@ def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Seque
         if emit_tokens(result.tokens, new, eos, max_new_tokens):
             return result
         # Extend the head with the target's features at positions position..position+accepted, each paired with the
-        # token one position later: the accepted drafts and then next_token.
+        # token one position later: the accepted drafts and then next_token (no more once drafting has stopped).
         new_ids = torch.tensor([new], dtype=torch.int64, device=device)
-        features = head.target_feature(checked)[:, : accepted + 1]
-        head_out = head(new_ids, features, range(position, position + accepted + 1), from_target=True,
-                        last_logits_only=True)
+        if drafts_fit(seen, k, draft_limit):
+            features = head.target_feature(checked)[:, : accepted + 1]
+            head_out = head(new_ids, features, range(position, position + accepted + 1), from_target=True,
+                            last_logits_only=True)
         last = new_ids[0, -1]
         position += accepted + 1
 
