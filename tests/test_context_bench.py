@@ -103,6 +103,9 @@ def test_context_block_schema_and_reference_curve(pair, tmp_path):
     assert context["reference"]["draft_position_limit"] == LIMIT
     assert [b["acceptance"]["mean_acceptance_length"] for b in context["reference"]["buckets"]][2:] == [1.0, 1.0]
     assert all(p["drafting_disabled_rounds"] == 0 for p in data["prompts"])
+    # the gate compares the heads where both drafted: past 128 only the converted head does, by design
+    (gate,) = data["gate"]["checks"]
+    assert gate["passed"] and gate["prompts_compared"] == ["64/doc0", "64/doc1"], gate["message"]
 
     svg = ET.parse(plot).getroot()
     points = [e for e in svg.iter("{http://www.w3.org/2000/svg}circle") if e.get("class") == "point"]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
+from .context_table import context_report
 from .engine import check_engine_usage, engine_from, engine_options, engine_requested
 from .errors import EXIT_GATE, handle_errors, paragraph
-from .context_table import context_report
 from .tree import TREE_FLAGS, sweep_command, tree_options, tree_options_from, tree_report_lines
 
 
