@@ -12,7 +12,8 @@ from xml.sax.saxutils import escape
 
 from ..errors import EagleConvertError
 
-WIDTH, HEIGHT, PANEL_W, PANEL_H, LEFT, TOP = 880, 380, 360, 260, 60, 50
+WIDTH, PANEL_W, PANEL_H, LEFT, TOP, LEGEND_ROW = 880, 360, 260, 60, 50, 16
+LEGEND_TOP = TOP + PANEL_H + 64  # below the tick labels and the axis title
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f")
 
 
@@ -64,9 +65,10 @@ def svg(context: dict) -> str:
     curves = series(context)
     tau_max = max([v for c in curves if c["panel"] == 0 for v in c["values"] if v is not None] + [1.0])
     ranges = ((1.0, max(2.0, float(int(tau_max) + 1))), (0.0, 1.0))
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-             f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
-             f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>']
+    height = LEGEND_TOP + LEGEND_ROW * ((len(curves) + 3) // 4) + 8
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+             f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">',
+             f'<rect width="{WIDTH}" height="{height}" fill="white"/>']
     for panel, title in enumerate(("τ (mean acceptance length)", "per-position acceptance")):
         parts += _axes(panel, title, labels, ranges[panel])
     colour_of: dict[str, str] = {}
@@ -121,7 +123,7 @@ def _curve(curve: dict, count: int, bounds: tuple[float, float], colour: str) ->
 def _legend(curves: list[dict], colour_of: dict[str, str]) -> list[str]:
     out = []
     for row, curve in enumerate(curves):
-        x, y = LEFT + (row % 4) * 200, HEIGHT - 30 + (row // 4) * 14 - 14 * ((len(curves) - 1) // 4)
+        x, y = LEFT + (row % 4) * 200, LEGEND_TOP + (row // 4) * LEGEND_ROW
         colour = colour_of[curve["name"].split(" ", 1)[1]]
         dash = ' stroke-dasharray="6 4"' if curve["dashed"] else ""
         out.append(f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" stroke="{colour}" stroke-width="2"{dash}/>')

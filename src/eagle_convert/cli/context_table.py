@@ -42,6 +42,8 @@ def context_report(data: dict) -> str:
              f"{'on' if context['protocol']['chat_template'] else 'off'}",
              f"draft position limit: {limit if limit is not None else 'none known'} (drafting stops past it, as in "
              "vLLM 0.32)",
+             *([f"reference head's position limit: {context['reference']['draft_position_limit']}"]
+               if context.get("reference") else []),
              f"{'head':<9} {'bucket':>6} {'docs':>4} {'drafts':>6} {'tau':>6}  {'per-position':<{5 * s['k']}} "
              f"{'disabled':>8} {'rejected':>8} {'d-vocab':>8} {'lossless':>8}  histogram"]
     lines += bucket_rows("draft", context["buckets"])
