@@ -14,7 +14,7 @@ from click.testing import CliRunner
 import eagle_convert
 from eagle_convert.benchmark.context import parse_lengths
 from eagle_convert.benchmark.documents import DocumentsError, builtin_documents
-from eagle_convert.benchmark.settings import ContextSettings, DecodeSettings
+from eagle_convert.benchmark.settings import ContextSettings
 from eagle_convert.cli.main import main
 from eagle_convert.runner.positions import draft_position_limit
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
@@ -49,11 +49,9 @@ def pair(tmp_path_factory):
 
 
 def context_bench(pair, draft, **kw):
-    from eagle_convert.benchmark.context_bench import run_context
-
-    decode = DecodeSettings(k=K, max_new_tokens=MAX_NEW, ignore_eos=True)
     context = ContextSettings(LENGTHS, pair["documents"], kw.pop("per_bucket", 2), kw.pop("plot", None))
-    return run_context(str(pair["target"]), str(draft), decode, context, device="cpu", dtype="float32", **kw)
+    return eagle_convert.bench(str(pair["target"]), str(draft), k=K, max_new_tokens=MAX_NEW, ignore_eos=True,
+                               context=context, device="cpu", dtype="float32", **kw)
 
 
 def test_the_cliff_at_the_draft_limit_and_its_removal_after_convert(pair):
@@ -85,8 +83,7 @@ def test_the_cliff_at_the_draft_limit_and_its_removal_after_convert(pair):
 
 def test_context_block_schema_and_reference_curve(pair, tmp_path):
     plot = tmp_path / "curve.svg"
-    report = context_bench(pair, pair["converted"], plot=plot,
-                           gates=eagle_convert.benchmark.settings.GateOptions(reference_draft=str(pair["short"])))
+    report = context_bench(pair, pair["converted"], plot=plot, reference_draft=str(pair["short"]))
     data = json.loads(json.dumps(report.to_dict()))  # JSON-clean
     assert data["schema_version"] == 4
     context = data["context"]
