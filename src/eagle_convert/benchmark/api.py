@@ -32,7 +32,8 @@ def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 2
           tree: TreeOptions | None = None, engine: str | EngineOptions | None = None,
           compare: bool = False, context: ContextSettings | None = None) -> BenchReport:
     """Bench DRAFT on TARGET (the keyword form of `run`; with `context`, of context_bench.run_context). A raw
-    EAGLE-1 release uses the target's LM head and embedding in memory, so raw and converted heads give the same numbers. The target must be a local folder.
+    EAGLE-1 release uses the target's LM head and embedding in memory, so raw and converted heads give the same
+    numbers. The target must be a local folder.
 
     Gates (`report.gates`, `report.passed`): `min_acceptance_length` (τ floor); `reference_draft` (the head as
     released, benched in the same run: in fp32 greedy every round must be identical); `reference_report` (a stored
