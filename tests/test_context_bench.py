@@ -161,3 +161,15 @@ def test_a_broken_documents_file_is_refused_by_line(tmp_path):
     path.write_text('{"id": 1, "text": "fine"}\n{"id": 2}\n')
     with pytest.raises(DocumentsError, match="line 2"):
         load_documents(path)
+
+
+def test_png_without_matplotlib_is_refused_before_any_work(monkeypatch, tmp_path):
+    import sys
+
+    from eagle_convert.benchmark.plot import PlotError, check_plot_path
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    with pytest.raises(PlotError, match="matplotlib") as refused:
+        check_plot_path(tmp_path / "curve.png")
+    assert ".svg" in refused.value.hint
+    check_plot_path(tmp_path / "curve.svg")  # SVG needs nothing
