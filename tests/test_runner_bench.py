@@ -33,7 +33,7 @@ def golden_report():
 def test_report_counters_and_schema(golden_report):
     report = golden_report.to_dict()
     json.dumps(report, allow_nan=False)  # strict JSON: no NaN anywhere
-    assert report["schema_version"] == 3
+    assert report["schema_version"] == 4
     assert report["settings"] | {"k": 3, "tree": {"mode": "chain", "source": "chain", "levels": 3, "nodes": 3},
                                  "dtype": "float32", "device": "cpu", "chat_template": False,
                                  "aux_layer_ids": [2, 4, 5], "draft_kind": "eagle3"} == report["settings"]

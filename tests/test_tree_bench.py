@@ -33,7 +33,7 @@ def bench(root, tree: TreeOptions | None = None, **kw):
 
 def test_static_tree_report_on_an_agreeing_head(agree):
     data = bench(agree, TreeOptions(tree="mc_sim_7b_63"))
-    assert data["schema_version"] == 3
+    assert data["schema_version"] == 4
     assert data["settings"]["k"] == 5 and data["settings"]["tree"]["mode"] == "static"
     assert data["settings"]["tree"]["nodes"] == 25 and len(data["settings"]["tree"]["choices"]) == 25
     acc = data["overall"]["acceptance"]

@@ -23,7 +23,7 @@ from . import gates as gate_checks
 from .compare import compare_gate
 from .positions import bench_max_model_len, check_before_bench
 from .report import SCHEMA_VERSION, BenchReport
-from .settings import DecodeSettings, EngineOptions, GateOptions, HubOptions
+from .settings import ContextSettings, DecodeSettings, EngineOptions, GateOptions, HubOptions
 
 DEFAULT_MAX_TAU_DROP = 0.05
 
@@ -36,9 +36,10 @@ def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 2
           reference_report: str | Path | None = None, max_tau_drop: float | None = None,
           tree: TreeOptions | None = None, engine: str | EngineOptions | None = None,
           compare: bool = False, max_model_len: int | None = None, allow_rope_mismatch: bool = False,
-          token_map: str | Path | None = None) -> BenchReport:
-    """Bench DRAFT on TARGET (the keyword form of `run`). A raw EAGLE-1 release uses the target's LM head and
-    embedding in memory, so raw and converted heads give the same numbers. The target must be a local folder.
+          token_map: str | Path | None = None, context: ContextSettings | None = None) -> BenchReport:
+    """Bench DRAFT on TARGET (the keyword form of `run`; with `context`, of context_bench.run_context). A raw
+    EAGLE-1 release uses the target's LM head and embedding in memory, so raw and converted heads give the same
+    numbers. The target must be a local folder.
 
     Gates (`report.gates`, `report.passed`): `min_acceptance_length` (τ floor); `reference_draft` (the head as
     released, benched in the same run: in fp32 greedy every round must be identical); `reference_report` (a stored
@@ -48,18 +49,24 @@ def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 2
     too, on the same prompts, gated against the engine (vLLM offline when no engine is given); with an engine,
     `reference_draft` is the head our runner benches (the head as released) and the engine DRAFT.
     `max_model_len`, `allow_rope_mismatch`: the position and RoPE checks run first (docs/long-context.md). `token_map`:
-    a hot-token map file (SGLang's --speculative-token-map) restricting an EAGLE-1 head's LM head (our runner)."""
+    a hot-token map file (SGLang's --speculative-token-map) restricting an EAGLE-1 head's LM head (our runner).
+    `context`: `bench --context-lengths` (long documents cut to each length, `prompts` unused; report.context per
+    bucket)."""
     if isinstance(engine, str):
         if engine not in ("ours", "vllm"):
             raise ValueError(f"engine must be 'ours', 'vllm' or EngineOptions, got {engine!r}")
         engine = EngineOptions() if engine == "vllm" else None
     decode = DecodeSettings(k=k, tree=tree, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                             ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts, token_map=token_map)
-    return run(target, draft, decode, GateOptions(min_acceptance_length, reference_draft, reference_report,
-                                                  max_tau_drop),
-               HubOptions(revision, token, offline), engine=engine, compare=compare, device=device, dtype=dtype,
-               baseline=baseline, progress=progress, drop=drop,
-               positions=PositionOptions(bench_max_model_len(max_model_len), allow_rope_mismatch))
+    gates = GateOptions(min_acceptance_length, reference_draft, reference_report, max_tau_drop)
+    longest = bench_max_model_len(max_model_len, context.lengths if context else (), max_new_tokens)
+    options = dict(engine=engine, compare=compare, device=device, dtype=dtype, baseline=baseline, progress=progress,
+                   drop=drop, positions=PositionOptions(longest, allow_rope_mismatch))
+    if context is not None:
+        from .context_bench import run_context
+
+        return run_context(target, draft, decode, context, gates, HubOptions(revision, token, offline), **options)
+    return run(target, draft, decode, gates, HubOptions(revision, token, offline), **options)
 
 
 def run(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptions = GateOptions(),

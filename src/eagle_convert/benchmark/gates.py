@@ -184,7 +184,8 @@ def check_settings(schema_version: int, settings: dict, stored: dict, path: str)
     if stored.get("schema_version") != schema_version:
         raise IncomparableReportError(
             f"{path} is a bench report of schema version {stored.get('schema_version')}, this bench writes version "
-            f"{schema_version} (v3 adds tree drafting settings and fields; v2 added per-category τ and prompt hashes).",
+            f"{schema_version} (v4 adds drafting_disabled_rounds and the context block; v3 added tree drafting "
+            "settings and fields; v2 per-category τ and prompt hashes).",
             "Store a new reference report with this version: run bench with --report on the reference head.")
     b = stored["settings"]
     differ = [f"{key} {b.get(key)!r} (now {settings[key]!r})" for key in COMPARABLE_SETTINGS

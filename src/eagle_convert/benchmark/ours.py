@@ -15,6 +15,7 @@ from ..conversion.validate import check_sizes
 from ..engines.ours import OursEngine, PlainEngine
 from ..runner.heads import aux_layer_ids_for, build_draft_head
 from ..runner.model import TargetModel
+from ..runner.positions import draft_position_limit
 from ..runner.precision import runtime_environment
 from ..runner.text_model import runner_target
 from ..runner.trees.shapes import TreeShape, check_tree_for_head
@@ -80,7 +81,8 @@ def _bench_head(session: Session, target: TargetModel, spec: DraftSpec, get_tens
                             target_lm_head=target.lm_head_weight, dtype=target.dtype, device=target.device,
                             hot_token_ids=hot_token_ids)
     check_tree_for_head(shape, spec.vocab_size if head.draft_to_target is None else len(head.draft_to_target))
-    engine, plain = OursEngine(target, head, shape), PlainEngine(target) if baseline else None
+    limit = draft_position_limit(spec.extra, session.max_positions)  # where vLLM stops drafting
+    engine, plain = OursEngine(target, head, shape, limit), PlainEngine(target) if baseline else None
     request = dict(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, seed=decode.seed)
     first_turns = [session.encode([{"role": "user", "content": p.turns[0]}], p) for p in session.prompts]
     # room for the longest first turn, its answer and one round's rows; later turns may still grow the caches

@@ -11,7 +11,8 @@ from .gates import GateResult
 
 # 2: prompts gained category, prompt_ids_sha256 and accepted_per_round; the gate and reference blocks were added.
 # 3: settings.tree (the tree shape; mode "chain" for chains) and, for trees, acceptance.tree; k = the tree's levels.
-SCHEMA_VERSION = 3
+# 4: prompts gained drafting_disabled_rounds; bench --context-lengths adds the `context` block (benchmark/context.py).
+SCHEMA_VERSION = 4
 
 
 def first_difference(a_turns: list[list[int]], b_turns: list[list[int]], keys: tuple[str, str]) -> dict | None:
@@ -46,6 +47,9 @@ class PromptReport:
     # Greedy only, kept in memory for the reference gate: per turn, per round, the drafted ids and the draft margins.
     drafted_per_turn: list[list[list[int]]] = field(default_factory=list)
     margins_per_turn: list[list[list[float]]] = field(default_factory=list)
+    # Our runner: verify rounds past the draft's position limit (k dummy drafts, runner/positions.py); None: an
+    # engine's counters cannot tell them from rounds that rejected every draft.
+    drafting_disabled_rounds: int | None = None
 
     @property
     def generated_tokens(self) -> int:
@@ -67,6 +71,7 @@ class PromptReport:
                 "acceptance": self.stats.to_dict(),
                 **_speed(self.generated_tokens, self.wall_time_s, self.baseline_generated_tokens,
                          self.baseline_wall_time_s),
+                "drafting_disabled_rounds": self.drafting_disabled_rounds,
                 "first_divergence": self.first_divergence, "output_token_ids": self.output_token_ids,
                 "accepted_per_round": self.accepted_per_turn}
 
@@ -90,6 +95,7 @@ class BenchReport:
     compare: dict | None = None  # --compare: {ours: {settings, overall}, rows} (compare.py)
     positions: dict | None = None  # the position and RoPE checks run before the bench (positions/checks.py)
     environment: dict | None = None  # our runner: device, versions, TF32 and SDPA backends (runner/precision.py)
+    context: dict | None = None  # --context-lengths: per bucket (context.py)
 
     @property
     def passed(self) -> bool:
@@ -136,4 +142,6 @@ class BenchReport:
             data["positions"] = self.positions
         if self.environment is not None:
             data["environment"] = self.environment
+        if self.context is not None:
+            data["context"] = self.context
         return data

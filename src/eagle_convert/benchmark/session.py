@@ -18,8 +18,8 @@ Context length: a turn whose prompt tokens + max_new_tokens pass the target's ma
 > max_model_len; first turns are checked before the target loads, later turns (which hold earlier answers) as they
 come.
 
-`BenchReport.to_dict()` schema (version 3), all times in seconds:
-  schema_version: 3
+`BenchReport.to_dict()` schema (version 4), all times in seconds:
+  schema_version: 4
   settings: {target, draft_kind, k (a tree: its levels), tree, max_new_tokens, temperature, seed, device, dtype,
              chat_template (bool: used), aux_layer_ids, baseline, ignore_eos, num_prompts, token_map (only with
              bench --token-map: {path, hot_tokens, vocab_size})}
@@ -32,7 +32,9 @@ come.
              prompt_ids_sha256: [per turn], acceptance, generated_tokens, wall_time_s, tokens_per_s,
              baseline_generated_tokens, baseline_wall_time_s, baseline_tokens_per_s, speedup,
              first_divergence: null | {turn, index, speculative, baseline} (token ids; null past a sequence's end),
-             output_token_ids: [per turn, the speculative answer], accepted_per_round: [per turn, [a per round]]}]
+             output_token_ids: [per turn, the speculative answer], accepted_per_round: [per turn, [a per round]],
+             drafting_disabled_rounds: rounds past the draft's position limit (runner/positions.py; our runner's
+             chains), null where an engine's counters cannot tell}]
   gate:     {passed: bool, checks: [{name, passed, message, ...}], min_acceptance_length: the floor asked for or
              null}  (gates.py; no checks: passed)
   engine (only when an engine decoded: bench --engine vllm / --engine-url): which engine ran, how, its counters
@@ -44,6 +46,12 @@ come.
              tf32_cudnn}  (runner/precision.py)
   reference (only with a reference draft): {settings, overall: {acceptance}, prompts: [{id, category, acceptance,
              accepted_per_round}]}
+  context (only with --context-lengths, context.py): {lengths, documents_per_bucket, documents: {source, ids,
+             sha256: {id: hex}}, protocol: {kept: "start", chat_template, questions}, draft_position_limit,
+             buckets: [{label, length, prompts: [ids], prompt_tokens: [per prompt], acceptance,
+             drafting_disabled_rounds, drafting_disabled_share, all_rejected_share, draft_vocab_coverage,
+             generated_tokens, lossless: {checked, identical, diverged_prompts}, engine_counters (an engine only)}],
+             reference (with a reference draft): {draft_position_limit, buckets}}
   acceptance = {k, histogram, drafts, drafted, accepted, mean_acceptance_length (tau), acceptance_rate,
                 per_position_rates}  (metrics.py; ratios are null when no verify round ran)
   tree = {mode: "chain" | "dynamic" | "static", source, levels, nodes, + depth, top_k, tokens (dynamic) or choices

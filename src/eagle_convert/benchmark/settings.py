@@ -40,6 +40,16 @@ class DecodeSettings:
 
 
 @dataclass(frozen=True)
+class ContextSettings:
+    """bench --context-lengths (context.py): the buckets' prompt lengths in tokens, the documents (None: the
+    built-in corpus, documents.py), how many per bucket, and an optional plot file (.svg, or .png with matplotlib)."""
+    lengths: tuple[int, ...]
+    documents: str | Path | None = None
+    per_bucket: int = 4
+    plot: str | Path | None = None
+
+
+@dataclass(frozen=True)
 class GateOptions:
     """The gates asked for (gates.py): a τ floor, a reference draft benched in the same run, a stored report."""
     min_acceptance_length: float | None = None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .context_table import context_report
 from .engine import check_engine_usage, engine_from, engine_options, engine_requested
 from .errors import EXIT_GATE, handle_errors, paragraph
 from .positions import allow_rope_mismatch_option, max_model_len_option
@@ -56,15 +57,28 @@ def _fmt(value, spec: str = ".3f") -> str:
 @click.option("--token-map", type=click.Path(exists=True, dir_okay=False),
               help="A hot-token map (SGLang's --speculative-token-map: a .pt list of target ids): the EAGLE-1 head's "
                    "LM head keeps only those rows (FR-Spec); the verify stays the target's, so output is unchanged.")
+@click.option("--context-lengths", metavar="LIST",
+              help="Acceptance against context length: e.g. 1k,2k,4k,8k (k = 1000 prompt tokens); long documents cut "
+                   "to each length, a table per bucket (docs/long-context.md). Replaces --prompts.")
+@click.option("--documents", type=click.Path(exists=True, dir_okay=False),
+              help='With --context-lengths: JSONL of long documents, {"context", "question"} (LongBench-v2 style) '
+                   'or {"text"} (default: the Python reference manual\'s topics, from pydoc_data).')
+@click.option("--documents-per-bucket", default=4, show_default=True, type=click.IntRange(1),
+              help="With --context-lengths: documents per length.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="With --context-lengths: τ and per-position acceptance against length, FILE.svg (or .png with "
+                   "matplotlib).")
 @click.option("--json", "as_json", is_flag=True, help="The full report (documented schema) on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @tree_options
 @engine_options
 def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template,
           ignore_eos, no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path,
-          threads, drop, max_model_len, allow_rope_mismatch, token_map, as_json, quiet, **options):
+          threads, drop, max_model_len, allow_rope_mismatch, token_map, context_lengths, documents,
+          documents_per_bucket, plot_path, as_json, quiet, **options):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
     tree_flags = {name: options.pop(name) for name in TREE_FLAGS}
+    context = _context_settings(context_lengths, documents, documents_per_bucket, plot_path, prompts, tree_flags)
     engine_flags = options
     if mtp_from_target:
         if draft is not None:
@@ -108,10 +122,15 @@ def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperatur
 
     @handle_errors
     def go(as_json=as_json):
-        return run(target, draft, decode, gates, engine=engine, compare=with_engine and engine_flags["compare"],
-                   device=device, dtype=dtype, baseline=not no_baseline,
-                   progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop,
-                   positions=PositionOptions(bench_max_model_len(max_model_len), allow_rope_mismatch))
+        longest = bench_max_model_len(max_model_len, context.lengths if context else (), max_new_tokens)
+        options = dict(engine=engine, compare=with_engine and engine_flags["compare"], device=device, dtype=dtype,
+                       baseline=not no_baseline, progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop,
+                       positions=PositionOptions(longest, allow_rope_mismatch))
+        if context is not None:
+            from ..benchmark.context_bench import run_context
+
+            return run_context(target, draft, decode, context, gates, **options)
+        return run(target, draft, decode, gates, **options)
 
     report = go(as_json=as_json)
     data = report.to_dict()
@@ -119,7 +138,29 @@ def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperatur
         if finding["severity"] != "info" and not as_json:  # --json carries them in `positions`
             click.echo(paragraph(f"warning: [{finding['name']}] {finding['message']} {finding['hint']}"), err=True)
     table = compare_table(data["compare"]["rows"], engine.label) if report.compare is not None else None
-    finish(report, data, report_path, "\n".join(filter(None, [human_report(data), table])), as_json)
+    human = context_report(data) if context is not None else human_report(data)
+    finish(report, data, report_path, "\n".join(filter(None, [human, table])), as_json)
+
+
+def _context_settings(lengths, documents, per_bucket, plot_path, prompts, tree_flags):
+    """--context-lengths and its options as ContextSettings (None without it); misuse is a usage error."""
+    if lengths is None:
+        if documents or plot_path:
+            raise click.UsageError("--documents and --plot go with --context-lengths.")
+        return None
+    if prompts:
+        raise click.UsageError("--context-lengths builds its prompts from long documents: use --documents, not "
+                               "--prompts.")
+    if tree_flags["tree"] != "chain" or tree_flags["tree_sweep"]:
+        raise click.UsageError("--context-lengths benches chains (the drafting vLLM runs): drop --tree/--tree-sweep.")
+    from ..benchmark.context import parse_lengths
+    from ..benchmark.settings import ContextSettings
+
+    try:
+        parsed = parse_lengths(lengths)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--context-lengths") from error
+    return ContextSettings(parsed, documents, per_bucket, plot_path)
 
 
 def finish(report, data: dict, report_path, human: str, as_json: bool) -> None:

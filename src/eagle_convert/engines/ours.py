@@ -40,6 +40,8 @@ class RoundsGeneration(Generation):
     result: SpeculativeResult | TreeResult | None = None
 
     def record_rounds(self, item) -> None:
+        item.drafting_disabled_rounds = (item.drafting_disabled_rounds or 0) + getattr(
+            self.result, "drafting_disabled_rounds", 0)
         item.accepted_per_turn.append(self.result.accepted_per_round)
         item.drafted_per_turn.append(self.result.drafted_per_round)
         item.margins_per_turn.append(self.result.margins_per_round)
@@ -83,14 +85,18 @@ class _RunnerEngine:
 
 
 class OursEngine(_RunnerEngine):
-    """Speculative decoding: the chain runner for chains (exactly as before trees), the tree runner otherwise."""
+    """Speculative decoding: the chain runner for chains (exactly as before trees), the tree runner otherwise.
+    `draft_limit`: the draft's position limit (runner/positions.py), past which chains draft no more, as in vLLM;
+    trees ignore it (no engine runs our trees)."""
 
-    def __init__(self, target: TargetModel, head: DraftHead, shape: TreeShape):
+    def __init__(self, target: TargetModel, head: DraftHead, shape: TreeShape, draft_limit: int | None = None):
         self.target, self.head, self.shape, self.device = target, head, shape, target.device
+        self.draft_limit = draft_limit
 
     def decode(self, ids: list[int], **decode):
         if self.shape.mode == "chain":
-            return speculative_generate(self.target, self.head, ids, k=self.shape.k, **decode)
+            return speculative_generate(self.target, self.head, ids, k=self.shape.k, draft_limit=self.draft_limit,
+                                        **decode)
         return tree_generate(self.target, self.head, ids, shape=self.shape, **decode)
 
     def generate(self, ids: list[int], **request) -> RoundsGeneration:

@@ -16,8 +16,9 @@ ENGINE_PAST_LIMIT = {
               "refuses to start when it passes the draft's own (configs/model_config.py:1296-1316) unless "
               "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, which raises the draft's limit and drafts on: prompts "
               "past a 2048 head's limit ran slower than no speculation (sglang#6783)",
-    "ours": "bench's runner computes RoPE for any position and drafts on past the draft's limit; it refuses a prompt "
-            "past the target's limit (benchmark/prompts.py)",
+    "ours": "bench's runner stops drafting past the draft's limit as vLLM's V1 runner does (runner/positions.py: "
+            "the rounds verify k dummy zeros and are reported as drafting disabled); it refuses a prompt past the "
+            "target's limit (benchmark/prompts.py)",
 }
 
 # A sliding window in the draft's config.
@@ -26,7 +27,8 @@ ENGINE_WINDOWS = {
             "(model_executor/models/llama.py:185-204); use_sliding_window alone is not read",
     "sglang": "SGLang's EAGLE-3 draft ignores the config's window and windows only with "
               "--speculative-draft-window-size N (models/llama_eagle3.py:285-299, 383-384)",
-    "ours": "bench's runner attends to every position: it benches the head unwindowed",
+    "ours": "bench's runner windows the head's layers as vLLM reads them when layer_types is given, else by the "
+            "family's rule (Mistral: every layer; Qwen2/3: use_sliding_window) (runner/model.py)",
 }
 
 # Acceptance past the context a head was made for (said by short_training_context).

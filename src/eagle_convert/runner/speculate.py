@@ -22,6 +22,7 @@ import torch
 
 from eagle_convert.runner.heads import DraftHead, DraftOutput
 from eagle_convert.runner.model import TargetModel
+from eagle_convert.runner.positions import drafts_fit
 from eagle_convert.runner.prefill import prefill
 
 
@@ -30,6 +31,9 @@ class SpeculativeResult:
     tokens: list[int]  # generated tokens, prompt excluded; ends at the first EOS or at max_new_tokens
     accepted_per_round: list[int] = field(default_factory=list)  # a per verify round, before truncation (as vLLM)
     k: int = 0
+    # Verify rounds whose drafts were k dummy zeros because the sequence had passed the draft's position limit
+    # (positions.py: vLLM's rule); they are counted in accepted_per_round too, as vLLM counts them.
+    drafting_disabled_rounds: int = 0
     # Per verify round, greedy only: the k drafted target ids, and the head's top-1 minus top-2 logit at each step (how
     # near a tie each draft choice was). What `bench --reference-draft` shows when two heads draft differently.
     drafted_per_round: list[list[int]] = field(default_factory=list)
@@ -141,43 +145,58 @@ def emit_tokens(tokens: list[int], new: Sequence[int], eos_ids: set[int], max_ne
 @torch.inference_mode()  # one mode for the whole generation: every cache update inside it
 def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Sequence[int], *, k: int,
                          max_new_tokens: int, temperature: float = 0.0, eos_ids: Sequence[int] = (),
-                         generator: torch.Generator | None = None) -> SpeculativeResult:
+                         generator: torch.Generator | None = None, draft_limit: int | None = None
+                         ) -> SpeculativeResult:
+    """`draft_limit`: the draft's position limit (positions.py); past it a round verifies k dummy zeros instead of
+    drafts, as vLLM does, and the head is no longer run."""
     if k < 1 or max_new_tokens < 1 or not prompt_ids:
         raise ValueError("need k >= 1, max_new_tokens >= 1 and a non-empty prompt")
-    eos, device, vocab = set(eos_ids), target.device, target.config.vocab_size
+    eos, device, vocab, n = set(eos_ids), target.device, target.config.vocab_size, len(prompt_ids)
     # Head context: row i = (target feature i, token i+1) at position i; the last row pairs f_{n-1} with `last`.
-    last, _, head_out = prefill(target, head, prompt_ids, lambda logits: choose_token(logits, temperature, generator))
+    # vLLM never runs a drafter past its limit, so neither does the prefill.
+    drafter = head if drafts_fit(n, k, draft_limit) else None
+    last, _, head_out = prefill(target, drafter, prompt_ids, lambda logits: choose_token(logits, temperature,
+                                                                                         generator))
     result = SpeculativeResult(tokens=[], k=k)
     if emit_tokens(result.tokens, [int(last)], eos, max_new_tokens):
         return result
-    position = len(prompt_ids)  # position of `last`, the newest emitted token, which the target has not seen yet
+    position = n  # position of `last`, the newest emitted token, which the target has not seen yet
+    seen = n  # tokens in the target's cache after its last forward, rejected drafts included (vLLM's max_seq_len)
     while True:
         margins: list[torch.Tensor] = []
-        draft_ids, draft_probs = draft_chain(head, head_out, position, k, vocab_size=vocab,
-                                             temperature=temperature, generator=generator, margins=margins)
+        drafting = drafts_fit(seen, k, draft_limit)
+        if drafting:
+            draft_ids, draft_probs = draft_chain(head, head_out, position, k, vocab_size=vocab,
+                                                 temperature=temperature, generator=generator, margins=margins)
+        else:  # vLLM's dummy drafts: token id 0, k times, verified like drafts (greedy: accepted where 0 is next)
+            draft_ids, draft_probs = torch.zeros(k, dtype=torch.int64, device=device), None
+            result.drafting_disabled_rounds += 1
         checked = verify(target, last, draft_ids, position)
+        seen = position + k + 1
         if temperature == 0:  # one host-device sync per round (read_greedy_round)
             drafts, target_ids, margin_values = read_greedy_round(draft_ids, checked.logits[0], margins)
             accepted = longest_agreeing_prefix(drafts, target_ids)
             result.drafted_per_round.append(drafts)
-            result.margins_per_round.append(margin_values)
+            result.margins_per_round.append(margin_values if drafting else [0.0] * k)
             new = drafts[:accepted] + [target_ids[accepted]]
             # built on the device from what it already holds: no host-to-device copy either
             bonus = checked.logits[0, accepted].argmax(-1, keepdim=True)
             new_ids = torch.cat([draft_ids[:accepted], bonus]).view(1, -1)
         else:
-            accepted, next_token = accept_sampled(draft_ids, draft_probs,
-                                                  token_probs(checked.logits[0], temperature), generator)
+            accepted, next_token = accept_sampled(draft_ids, draft_probs, token_probs(checked.logits[0], temperature),
+                                                  generator) if drafting else (
+                0, int(choose_token(checked.logits[0, 0], temperature, generator)))
             new = draft_ids[:accepted].tolist() + [next_token]
             new_ids = torch.tensor([new], dtype=torch.int64, device=device)
         result.accepted_per_round.append(accepted)
         if emit_tokens(result.tokens, new, eos, max_new_tokens):
             return result
         # Extend the head with the target's features at positions position..position+accepted, each paired with the
-        # token one position later: the accepted drafts and then next_token.
-        features = head.target_feature(checked)[:, : accepted + 1]
-        head_out = head(new_ids, features, range(position, position + accepted + 1), from_target=True,
-                        last_logits_only=True)
+        # token one position later: the accepted drafts and then next_token (no more once drafting has stopped).
+        if drafts_fit(seen, k, draft_limit):
+            features = head.target_feature(checked)[:, : accepted + 1]
+            head_out = head(new_ids, features, range(position, position + accepted + 1), from_target=True,
+                            last_logits_only=True)
         last = new_ids[0, -1]
         position += accepted + 1
 
