@@ -15,12 +15,12 @@ A documents file: one JSON object per line, LongBench-v2 style {"_id"/"id", "con
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EagleConvertError
+from .prompts import read_jsonl
 
 DOCUMENT_CHARS = 48_000
 DEFAULT_QUESTION = "Summarise the text above in a few sentences."
@@ -61,17 +61,10 @@ def builtin_documents() -> tuple[list[Document], str]:
 
 
 def load_documents(path: str | Path) -> list[Document]:
-    documents = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            documents.append(_document(item, number))
-        except (ValueError, TypeError, AttributeError) as error:
-            raise DocumentsError(f"{path}, line {number}: not a document ({error}).",
-                                 'Each line must be {"id": ..., "context": "...", "question": "..."} (LongBench-v2 '
-                                 'style) or {"id": ..., "text": "..."}.') from error
+    documents = read_jsonl(path, _document, lambda number, error: DocumentsError(
+        f"{path}, line {number}: not a document ({error}).",
+        'Each line must be {"id": ..., "context": "...", "question": "..."} (LongBench-v2 style) or '
+        '{"id": ..., "text": "..."}.'))
     if not documents:
         raise DocumentsError(f"{path} holds no documents.", "Give a JSONL file with one document per line.")
     return documents

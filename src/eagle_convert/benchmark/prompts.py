@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import EagleConvertError, PromptTooLongError
+
+T = TypeVar("T")
 
 
 class PromptFileError(EagleConvertError, ValueError):
@@ -50,31 +54,39 @@ def _category(item: dict) -> str | None:
     return None if category is None else str(category)
 
 
-def load_prompts(path: str | Path) -> list[Prompt]:
-    """JSONL: MT-bench lines {"question_id": ..., "turns": [...]}, {"prompt": "..."}, or pre-tokenized
-    {"prompt_ids": [...]} (id: "question_id", "id" or the line number)."""
-    prompts = []
+def read_jsonl(path: str | Path, parse: Callable[[dict, int], T],
+               refuse: Callable[[int, Exception], EagleConvertError]) -> list[T]:
+    """Each non-empty line of a JSONL file through `parse(object, line number)`. A line that fails (not JSON, a key
+    missing or of the wrong type) is refused as `refuse(line number, what failed)` says: one paragraph naming it."""
+    rows = []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
-            if "prompt_ids" in item:
-                ids = item["prompt_ids"]
-                if not ids or not all(isinstance(i, int) and i >= 0 for i in ids):
-                    raise ValueError("prompt_ids must be a non-empty list of token ids")
-                prompts.append(Prompt(str(item.get("id", number)), (f"<{len(ids)} token ids>",), tuple(ids),
-                                      _category(item)))
-                continue
-            turns = item["turns"] if "turns" in item else [item["prompt"]]
-            if not turns or not all(isinstance(t, str) for t in turns):
-                raise ValueError("turns must be a non-empty list of strings")
-        except (ValueError, KeyError, TypeError) as error:
-            raise PromptFileError(f"{path}, line {number}: not a prompt ({error}).",
-                                  'Each line must be {"question_id": ..., "turns": ["..."]}, {"prompt": "..."} or '
-                                  '{"prompt_ids": [1, 2, ...]}.') from error
-        prompts.append(Prompt(str(item.get("question_id", item.get("id", number))), tuple(turns),
-                              category=_category(item)))
+            rows.append(parse(json.loads(line), number))
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise refuse(number, error) from error
+    return rows
+
+
+def _prompt(item: dict, number: int) -> Prompt:
+    if "prompt_ids" in item:
+        ids = item["prompt_ids"]
+        if not ids or not all(isinstance(i, int) and i >= 0 for i in ids):
+            raise ValueError("prompt_ids must be a non-empty list of token ids")
+        return Prompt(str(item.get("id", number)), (f"<{len(ids)} token ids>",), tuple(ids), _category(item))
+    turns = item["turns"] if "turns" in item else [item["prompt"]]
+    if not turns or not all(isinstance(t, str) for t in turns):
+        raise ValueError("turns must be a non-empty list of strings")
+    return Prompt(str(item.get("question_id", item.get("id", number))), tuple(turns), category=_category(item))
+
+
+def load_prompts(path: str | Path) -> list[Prompt]:
+    """JSONL: MT-bench lines {"question_id": ..., "turns": [...]}, {"prompt": "..."}, or pre-tokenized
+    {"prompt_ids": [...]} (id: "question_id", "id" or the line number)."""
+    prompts = read_jsonl(path, _prompt, lambda number, error: PromptFileError(
+        f"{path}, line {number}: not a prompt ({error}).",
+        'Each line must be {"question_id": ..., "turns": ["..."]}, {"prompt": "..."} or {"prompt_ids": [1, 2, ...]}.'))
     if not prompts:
         raise PromptFileError(f"{path} holds no prompts.", "Give a JSONL file with one prompt object per line.")
     return prompts

@@ -28,7 +28,7 @@ from ..errors import EagleConvertError
 from ..vocab.counts import TokenCounts
 from ..vocab.rules import SelectionRule, rule_for
 from .chat import ChatTokenizer
-from .prompts import PromptFileError
+from .prompts import PromptFileError, read_jsonl
 
 COUNT_FORMAT = 1  # bump when counting changes, so old cache files are not reused
 SENTINEL = "EAGLECONVERTSENTINEL"
@@ -66,6 +66,12 @@ def _normalize(message: dict) -> dict:
     return {"role": role, "content": message.get("content") or message.get("value") or ""}
 
 
+def _conversation(item: dict, number: int) -> list[dict]:
+    if "prompt_ids" in item:
+        raise ValueError("pre-tokenized prompt_ids have no text to render through the chat template")
+    return _row_messages(item)
+
+
 def _row_messages(item: dict) -> list[dict]:
     for key in ("conversations", "messages", "conversation"):
         if isinstance(item.get(key), list):
@@ -79,20 +85,10 @@ def _row_messages(item: dict) -> list[dict]:
 def read_conversations(path: str | Path) -> list[list[dict]]:
     """JSONL rows: {"conversations"|"messages": [...]} (ShareGPT or OpenAI messages) or the prompt forms bench reads
     ({"turns": [...]}, {"prompt": ...}: user turns only). Pre-tokenized rows cannot be rendered and are refused."""
-    rows = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            if "prompt_ids" in item:
-                raise ValueError("pre-tokenized prompt_ids have no text to render through the chat template")
-            rows.append(_row_messages(item))
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            raise PromptFileError(f"{path}, line {number}: not a conversation ({error}).",
-                                  'Each line must be {"conversations": [{"from": "human", "value": ...}, ...]}, '
-                                  '{"messages": [{"role": ..., "content": ...}]}, {"turns": [...]} or '
-                                  '{"prompt": ...}.') from error
+    rows = read_jsonl(path, _conversation, lambda number, error: PromptFileError(
+        f"{path}, line {number}: not a conversation ({error}).",
+        'Each line must be {"conversations": [{"from": "human", "value": ...}, ...]}, '
+        '{"messages": [{"role": ..., "content": ...}]}, {"turns": [...]} or {"prompt": ...}.'))
     if not rows:
         raise PromptFileError(f"{path} holds no conversations.", "Give a JSONL file with one conversation per line.")
     return rows
