@@ -154,7 +154,9 @@ def sglang_view(model, hf_config) -> dict:
             "draft_vocab_size": model.config.draft_vocab_size, "fc_input": inner.fc.in_features}
 
 
-def main() -> int:
+def run_checks(check_one) -> int:
+    """`check_one(folder) -> {"dir", "problems", ...}` for each folder on the command line, one JSON line each (what
+    the tests read); SGLang's own loader raising is a finding too. Exit 1 when any folder has a problem."""
     parser = argparse.ArgumentParser()
     parser.add_argument("dirs", nargs="+", type=Path)
     args = parser.parse_args()
@@ -162,12 +164,16 @@ def main() -> int:
     failed = False
     for folder in args.dirs:
         try:
-            result = check(folder)
+            result = check_one(folder)
         except Exception as exc:  # SGLang's own loader raised: that is the finding
             result = {"dir": str(folder), "problems": [f"SGLang raised {type(exc).__name__}: {exc}"]}
         failed |= bool(result["problems"])
         print(json.dumps(result), flush=True)
     return 1 if failed else 0
+
+
+def main() -> int:
+    return run_checks(check)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ by being filled. Prints one JSON line per DIR: {"dir", "architecture", "class", 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -24,7 +23,7 @@ os.environ.setdefault("SGLANG_ENABLE_TORCH_COMPILE", "0")
 
 import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
-from sglang_load_check import init_sglang  # noqa: E402  (this folder is on sys.path when run as a script)
+from sglang_load_check import run_checks  # noqa: E402  (this folder is on sys.path when run as a script)
 
 NEXTN_OWN = ("eh_proj.", "enorm.", "hnorm.", "shared_head.norm.")
 FROM_TARGET = {"model.embed_tokens.weight": "the server shares the target's embedding (deepseek_nextn.py / "
@@ -81,22 +80,7 @@ def check(folder: Path) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("dirs", nargs="+", type=Path)
-    args = parser.parse_args()
-    init_sglang()
-    failed = False
-    for folder in args.dirs:
-        try:
-            result = check(folder)
-        except Exception as exc:  # SGLang's own loader raised: that is the finding
-            import traceback
-
-            traceback.print_exc()
-            result = {"dir": str(folder), "problems": [f"SGLang raised {type(exc).__name__}: {exc}"]}
-        failed |= bool(result["problems"])
-        print(json.dumps(result), flush=True)
-    return 1 if failed else 0
+    return run_checks(check)
 
 
 if __name__ == "__main__":
