@@ -19,7 +19,7 @@ from ..draft.load import DraftHead
 from ..io.digest import PREHASH, Digest
 from ..io.safetensors import tensor_bytes
 from ..io.staging import STAGING_OWNER, staged_output
-from ..io.write import OutTensor, shard, shard_names, write_json, write_safetensors
+from ..io.write import OutTensor, sharded_files, write_index, write_json, write_safetensors
 from ..targets.quant import dequantize_fp8
 from ..targets.read import TargetInfo
 from . import finite
@@ -67,8 +67,7 @@ def execute_plan(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, for
                 source.warm(leaf.file, *((leaf.offset, leaf.nbytes) if leaf.offset is not None
                                          else (0, source.size(leaf.file))))
     wanted = [OutTensor(t.name, t.dtype, t.shape) for t in plan.tensors]
-    shards = shard(wanted, max_shard)
-    files = dict(zip(shard_names(len(shards)), shards))
+    files = sharded_files(wanted, max_shard)
     bar = _progress(len(wanted), progress)
     with staged_output(out, force) as staging:
         try:
@@ -83,10 +82,7 @@ def execute_plan(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, for
             raise finite.refusal(result.nonfinite, by_name)  # inside staged_output: the staging folder is removed
         for name, count in result.nonfinite.items():
             provenance[name]["nonfinite"] = count
-        if len(files) > 1:
-            write_json(staging / "model.safetensors.index.json", {
-                "metadata": {"total_size": sum(t.nbytes for t in wanted)},
-                "weight_map": {t.name: rel for rel, ts in files.items() for t in ts}})
+        write_index(staging, files)
         write_json(staging / "config.json", plan.config)
         if token_map is not None:
             result.token_map = write_token_map(token_map, staging)

@@ -58,6 +58,20 @@ def shard_names(count: int) -> list[str]:
     return [f"model-{i + 1:05d}-of-{count:05d}.safetensors" for i in range(count)]
 
 
+def sharded_files(tensors: list[OutTensor], max_shard_bytes: int) -> dict[str, list[OutTensor]]:
+    """Output file name -> the tensors it holds, in plan order (`shard`, named as transformers names shards)."""
+    shards = shard(tensors, max_shard_bytes)
+    return dict(zip(shard_names(len(shards)), shards))
+
+
+def write_index(folder: Path, files: dict[str, list[OutTensor]]) -> None:
+    """`model.safetensors.index.json` for an output in several files (none for one), as transformers writes it."""
+    if len(files) > 1:
+        write_json(folder / "model.safetensors.index.json", {
+            "metadata": {"total_size": sum(t.nbytes for ts in files.values() for t in ts)},
+            "weight_map": {t.name: rel for rel, ts in files.items() for t in ts}})
+
+
 def _header(tensors: list[OutTensor]) -> bytes:
     entries, offset = {"__metadata__": {"format": "pt"}}, 0
     for t in tensors:

@@ -20,7 +20,7 @@ from ..io.digest import Digest
 from ..io.safetensors import tensor_bytes
 from ..io.staging import STAGING_OWNER, remove_stale_staging, staged_output
 from ..io.units import parse_size
-from ..io.write import OutTensor, shard, shard_names, write_json, write_safetensors
+from ..io.write import OutTensor, sharded_files, write_index, write_json, write_safetensors
 from ..targets.quant import dequantize_fp8
 from .locate import MtpLayers, find_mtp
 from .plan import LAYOUTS, MtpPlan, MtpTensor, plan_sglang, plan_vllm
@@ -131,23 +131,19 @@ def write_extraction(result: MtpResult, out: Path, settings: MtpSettings) -> Non
 
     by_name = {t.name: t for t in plan.tensors}
     wanted = [OutTensor(t.name, t.dtype, t.shape) for t in plan.tensors]
-    if plan.single_file:
-        files = {plan.single_file: wanted}
-    else:
-        shards = shard(wanted, parse_size(settings.max_shard_size))
-        files = dict(zip(shard_names(len(shards)), shards))
+    files = {plan.single_file: wanted} if plan.single_file else sharded_files(wanted,
+                                                                              parse_size(settings.max_shard_size))
     with staged_output(out, settings.force) as staging:
         for rel, tensors in files.items():
             write_safetensors(staging / rel, tensors, produce)
         for entry in provenance.values():
             for src in entry["sources"]:
                 src["sha256"] = src["sha256"].hexdigest()
-        weight_map = {t.name: rel for rel, ts in files.items() for t in ts}
         if plan.single_file:  # exactly what SGLang's export script writes: the weight map alone
-            write_json(staging / "model.safetensors.index.json", {"weight_map": weight_map})
-        elif len(files) > 1:
-            write_json(staging / "model.safetensors.index.json",
-                       {"metadata": {"total_size": sum(t.nbytes for t in wanted)}, "weight_map": weight_map})
+            write_json(staging / "model.safetensors.index.json", {"weight_map": {t.name: plan.single_file
+                                                                                for t in wanted}})
+        else:
+            write_index(staging, files)
         (staging / "config.json").write_bytes(plan.config)
         _copy_side_files(ckpt.source, staging)
         result.provenance = {
