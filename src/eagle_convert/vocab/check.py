@@ -1,5 +1,6 @@
-"""The one check of a vocabulary map, for `vocab-map check`, `vocab-map convert`, `inspect` and `convert`: each
-silent-failure class the engines and trainers have, found by name, with who would read the map wrongly.
+"""The one check of a vocabulary map, for `vocab-map check`, `vocab-map convert`, `inspect`, `convert`, `bench
+--token-map`, `convert --token-map` and the runner's hot ids: each silent-failure class the engines and trainers
+have, found by name, with who would read the map wrongly; the same verdict for one map everywhere.
 
 Errors make every command refuse; notes are reported. `not-ascending` is an error only where the consumer needs
 ascending target ids (`ascending_required`: SpecForge's compact teacher, convert's output layouts)."""
