@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import eagle_convert
 from eagle_convert.cli.main import main
-from eagle_convert.errors import LayoutError, ShapeMismatchError, UnsupportedConversionError
+from eagle_convert.errors import UnsupportedConversionError
 from eagle_convert.runner.heads import build_draft_head
 from eagle_convert.runner.hot_tokens import restrict_lm_head
 from eagle_convert.runner.trees.shapes import TreeOptions
@@ -155,36 +155,82 @@ def test_sampling_with_a_map_stays_in_the_target_vocab(heads, tmp_path):
     assert all(0 <= t < VOCAB for p in data["prompts"] for turn in p["output_token_ids"] for t in turn)
 
 
-BAD_MAPS = {  # a file, what the one map check (vocab/check.py) names
+FINDINGS = {  # a file, the error finding the one map check (vocab/check.py) names for it
     "out_of_range": (lambda: torch.tensor([0, 5, VOCAB]), "out-of-range"),
     "negative": (lambda: [3, -1, 4], "out-of-range"),
     "duplicates": (lambda: torch.tensor([4, 9, 4, 10]), "duplicates"),
-    "float": (lambda: torch.tensor([1.0, 2.0, 3.5]), "not torch.float32"),
-    "bool_t2d": (lambda: torch.ones(VOCAB, dtype=torch.bool), "not torch.bool"),
-    "two_dims": (lambda: torch.arange(6).view(2, 3), "[2, 3]"),
-    "empty": (lambda: [], "holds no token ids"),
-    "dict_without_d2t": (lambda: {"ids": torch.arange(3)}, "holds no {'d2t', 't2d'} dict"),
+    "float": (lambda: torch.tensor([1.0, 2.0, 3.5]), "bad-dtype"),
+    "bool_t2d": (lambda: torch.ones(VOCAB, dtype=torch.bool), "bad-dtype"),
+    "two_dims": (lambda: torch.arange(6).view(2, 3), "bad-dtype"),
+    "empty": (lambda: [], "empty"),
 }
+UNREADABLE = {  # a file the reader refuses before any check, what it says
+    "dict_without_d2t": (lambda: {"ids": torch.arange(3)}, "holds no {'d2t', 't2d'} dict"),
+    "float_list": (lambda: [1.0, 2.5], "2 of them float (e.g. 1.0): a list of integer target ids was expected"),
+    "zero_bytes": (None, "is empty (0 bytes)"),
+}
+BAD_MAPS = {**{k: (make, f"{name}: ") for k, (make, name) in FINDINGS.items()}, **UNREADABLE}
+
+
+def save_bad_map(tmp_path, name: str) -> str:
+    """token_map_NAME.pt: the name says SGLang's format, so `vocab-map check` reads it as bench and convert do."""
+    make = BAD_MAPS[name][0]
+    path = tmp_path / f"token_map_{name}.pt"
+    if make is None:
+        path.write_bytes(b"")
+        return str(path)
+    return save_map(path, make())
 
 
 @pytest.mark.parametrize("name", list(BAD_MAPS))
 def test_bad_map_files_are_refused_before_the_bench(heads, tmp_path, name):
-    make, says = BAD_MAPS[name]
-    path = save_map(tmp_path / f"{name}.pt", make())
-    with pytest.raises(VocabMapError, match=re.escape(says)):
+    with pytest.raises(VocabMapError, match=re.escape(BAD_MAPS[name][1])):
+        bench(heads, token_map=save_bad_map(tmp_path, name))
+
+
+@pytest.mark.parametrize("name", list(BAD_MAPS))
+def test_check_bench_and_convert_give_one_verdict(heads, tmp_path, name):
+    """`vocab-map check --target-vocab-size V` (and without a target), `bench --token-map` and `convert --token-map`
+    refuse the same map for the same reason: one rule set (the empty map passed `check` before)."""
+    path, says = save_bad_map(tmp_path, name), BAD_MAPS[name][1]
+    with pytest.raises(VocabMapError) as refused:
         bench(heads, token_map=path)
+    out = tmp_path / "out"
+    converted = cli("convert", heads / "partial", "-t", heads / "target", "--to", "sglang", "-o", out,
+                    "--token-map", path)
+    assert converted.returncode == 1 and not out.exists()
+    targets = (["--target-vocab-size", VOCAB],) + (() if name == "out_of_range" else ([],))  # VOCAB: in range alone
+    for vocab in targets:
+        check = cli("vocab-map", "check", path, *vocab)
+        assert check.returncode == 1, (vocab, check.stdout)
+        said = " ".join((check.stdout + check.stderr).split())
+        assert says in said and says in str(refused.value) and says in " ".join(converted.stderr.split())
+    if name in FINDINGS:  # the same error findings, by name, everywhere
+        check = json.loads(cli("vocab-map", "check", path, "--target-vocab-size", VOCAB, "--json").stdout)
+        errors = [f["name"] for f in check["findings"] if f["error"]]
+        assert errors == [FINDINGS[name][1]]
+        assert all(f"{e}: " in str(refused.value) and f"{e}: " in converted.stderr for e in errors)
 
 
-@pytest.mark.parametrize("ids,error,says", [
-    (torch.tensor([0, 5, VOCAB]), ShapeMismatchError, f"token id {VOCAB}, outside"),
-    (torch.tensor([4, 9, 4]), LayoutError, "lists token id 4 more than once"),
-    (torch.tensor([1.0, 2.0]), LayoutError, "holds float32 values"),
-    (torch.ones(3, dtype=torch.bool), LayoutError, "holds bool values"),
-    (torch.zeros(0, dtype=torch.int64), LayoutError, "has shape [0]"),
+def test_a_good_map_passes_check_and_bench_alike(heads, tmp_path):  # negative control of the verdict test
+    path = save_map(tmp_path / "token_map.pt", [3, 4, 9])
+    assert cli("vocab-map", "check", path, "--target-vocab-size", VOCAB).returncode == 0
+    assert bench(heads, token_map=path)["settings"]["token_map"]["hot_tokens"] == 3
+
+
+@pytest.mark.parametrize("ids,says", [
+    (torch.tensor([0, 5, VOCAB]), f"out-of-range: d2t maps 1 draft ids outside the target vocabulary [0, {VOCAB})"),
+    (torch.tensor([4, 9, 4]), "duplicates: "),
+    (torch.tensor([1.0, 2.0]), "bad-dtype: d2t (the map's ids) is torch.float32"),
+    (torch.ones(3, dtype=torch.bool), "bad-dtype: d2t (the map's ids) is torch.bool of shape [3] (a mask"),
+    (torch.zeros(0, dtype=torch.int64), "empty: the map holds no draft ids"),
 ])
-def test_the_runner_refuses_bad_ids_given_directly(ids, error, says):
-    with pytest.raises(error, match=re.escape(says)):
+def test_the_runner_refuses_bad_ids_given_directly(ids, says):
+    """By the same check (vocab/check.py) as a map file: a Python caller gets the findings `vocab-map check` names."""
+    with pytest.raises(VocabMapError, match=re.escape(says)):
         restrict_lm_head(torch.zeros(VOCAB, 8), ids)
+    lm_head, mapped = restrict_lm_head(torch.arange(VOCAB * 2.0).view(VOCAB, 2), torch.tensor([7, 3]))
+    assert mapped.tolist() == [7, 3] and lm_head[:, 0].tolist() == [14.0, 6.0]  # negative control
 
 
 def test_every_stored_format_is_a_token_map(heads, tmp_path):

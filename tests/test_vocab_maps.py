@@ -143,6 +143,103 @@ def test_pickled_code_is_never_run(tmp_path):
     assert run.exit_code == 1 and "weights_only=True" in run.stderr
 
 
+def _sglang_file(tmp_path: Path, ids) -> Path:
+    path = tmp_path / "token_map.pt"
+    torch.save(ids, path)
+    return path
+
+
+NO_TARGET_ERRORS = {  # a map file, the error finding `check` must name with no target vocabulary given
+    "negative_id": (lambda p: _sglang_file(p, [-1, 5, 9]), "out-of-range", "e.g. to target id -1"),
+    "id_2_62": (lambda p: _sglang_file(p, [3, 2 ** 62]), "out-of-range", "any plausible target vocabulary"),
+    "duplicates": (lambda p: _sglang_file(p, [4, 9, 4]), "duplicates", "onto target ids"),
+    "t2d_shorter_than_d2t": (lambda p: _specforge_file(p, torch.zeros(8, dtype=torch.int64),
+                                                       torch.ones(4, dtype=torch.bool)), "t2d-size", "fewer than"),
+    "float_t2d": (lambda p: _specforge_file(p, torch.zeros(3, dtype=torch.int64), torch.tensor([1.0, 1, 1, 0])),
+                  "bad-dtype", "t2d is torch.float32"),
+    "int_t2d_not_0_1": (lambda p: _specforge_file(p, torch.zeros(3, dtype=torch.int64), torch.tensor([1, 2, 1, 0])),
+                        "bad-dtype", "values other than 0 and 1"),
+}
+
+
+@pytest.mark.parametrize("case", list(NO_TARGET_ERRORS))
+def test_check_without_a_target_finds_what_no_vocabulary_holds(case, tmp_path):
+    assert run_cli("check", _specforge_file(tmp_path, *_good())).exit_code == 0  # negative control
+    make, name, says = NO_TARGET_ERRORS[case]
+    path = make(tmp_path)
+    check = run_cli("check", path)
+    assert check.exit_code == 1 and f"error: {name}:" in check.output and says in " ".join(check.output.split())
+    out = tmp_path / "out"
+    run = run_cli("convert", path, "--format", "modelopt", "-o", out)
+    assert run.exit_code == 1 and f"{name}: " in run.stderr and not out.exists()
+
+
+def test_a_t2d_length_stands_for_the_vocab_only_with_a_note(tmp_path):
+    """Without a target, a self-consistent 4-entry t2d is all the map says of the vocabulary: reported, and refused
+    once the config vocabulary is given."""
+    path = _specforge_file(tmp_path, torch.zeros(3, dtype=torch.int64), torch.tensor([True, True, True, False]))
+    alone = run_cli("check", path, "--json")
+    assert alone.exit_code == 0
+    data = json.loads(alone.output)
+    assert data["vocab_size"] == 4 and [f["name"] for f in data["findings"]] == ["vocab-unconfirmed"]
+    given = run_cli("check", path, "--target-vocab-size", VOCAB)
+    assert given.exit_code == 1 and f"error: t2d-size: t2d has 4 entries but the config vocabulary is {VOCAB}" \
+        in " ".join(given.output.split())
+    assert "vocab-unconfirmed" not in given.output
+
+
+def test_an_integer_t2d_is_a_note_and_convert_says_it_writes_bool(tmp_path):
+    d2t, t2d = _good()
+    path = _specforge_file(tmp_path, d2t, t2d.to(torch.int64))
+    for given in ([], ["--target-vocab-size", VOCAB]):
+        check = run_cli("check", path, *given)
+        assert check.exit_code == 0 and "note: t2d-not-bool: t2d is a torch.int64 0/1 mask" in check.output
+    run = run_cli("convert", path, "--format", "specforge", "-o", tmp_path / "out", "--target-vocab-size", VOCAB)
+    assert run.exit_code == 0 and "write it as bool" in " ".join(run.output.split())
+    d2t2, t2d2 = _tensors(tmp_path / "out" / FORMATS["specforge"].file_names(len(IDS))[0], "specforge")
+    assert t2d2.dtype == torch.bool and torch.equal(t2d2, t2d) and torch.equal(d2t2, d2t)
+    assert "t2d-not-bool" not in run_cli("check", _specforge_file(tmp_path, d2t, t2d)).output  # bool: no note
+
+
+def _zero_bytes(path: Path) -> Path:
+    path.write_bytes(b"")
+    return path
+
+
+def _saved(path: Path, value) -> Path:
+    torch.save(value, path)
+    return path
+
+
+def _npy(path: Path, array) -> Path:
+    numpy.save(path, array)
+    return path
+
+
+UNREADABLE = {  # a file in each format that holds nothing or the wrong kind of thing, what the refusal says
+    "empty_pt": (lambda p: _zero_bytes(p / "vocab_mapping.pt"), "is empty (0 bytes)"),
+    "empty_npy": (lambda p: _zero_bytes(p / "d2t-3.npy"), "is empty (0 bytes)"),
+    "empty_safetensors": (lambda p: _zero_bytes(p / "vocab_map-3.safetensors"), "is empty (0 bytes)"),
+    "float_list": (lambda p: _saved(p / "token_map.pt", [1.0, 2.5]),
+                   "a list of 2 values, 2 of them float (e.g. 1.0): a list of integer target ids was expected"),
+    "bool_list": (lambda p: _saved(p / "token_map.pt", [True, False]), "2 of them bool"),
+    "int": (lambda p: _saved(p / "token_map.pt", 5), "holds a Python int, not a map"),
+    "dict_with_a_list": (lambda p: _saved(p / "vocab_mapping.pt", {"d2t": [0, 0]}), "its 'd2t' is a list, not a"),
+    "string_npy": (lambda p: _npy(p / "d2t-2.npy", numpy.array(["a", "b"])), "not a plain .npy array of numbers"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE))
+def test_odd_map_files_say_what_is_wrong(case, tmp_path):
+    make, says = UNREADABLE[case]
+    path = make(tmp_path)
+    for args in (["check", path], ["convert", path, "--format", "sglang", "-o", tmp_path / "out"]):
+        run = run_cli(*args)
+        assert run.exit_code == 1 and says in " ".join(run.stderr.split()), run.output
+        assert run.stderr.startswith("error: ") and run.stderr.count("error:") == 1 and "Traceback" not in run.output
+    assert not (tmp_path / "out").exists()
+
+
 # --- heads -----------------------------------------------------------------------------------------------------------
 
 @pytest.fixture()

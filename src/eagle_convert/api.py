@@ -15,7 +15,7 @@ from .conversion.converter import ConversionResult, convert
 from .errors import EagleConvertError
 from .inspection.report import InspectReport, inspect
 from .mtp.extract import MtpResult, MtpSettings, extract_mtp
-from .vocab.check import MapFacts, check_map, errors_of, refuse_errors
+from .vocab.check import MapFacts, check_map, errors_of, refuse_errors, stated_vocab
 from .vocab.formats import DEFAULT_FORMAT, FORMATS, StorageFormat, format_for, read_stored
 from .vocab.head import apply_to_head, check_out, head_facts, write_maps
 from .vocab.map import VocabMap, config_vocab_size
@@ -138,13 +138,12 @@ def vocab_convert(source: str, output: MapOutput, *, from_format: str | None = N
         raise VocabMapError("vocab-map convert needs --format.", f"Use one of: {', '.join(FORMATS)}.")
     fmt = format_for(output.format)
     stored = read_stored(Path(source), from_format)
-    vocab = _target_vocab(target, target_vocab_size)
-    if vocab is None and stored.t2d is not None:
-        vocab = stored.t2d.numel()
     needs = f"--format {fmt.name}" if fmt.ascending_only and not output.apply_to else None
-    findings = check_map(MapFacts(source, stored.d2t, stored.t2d, vocab, ascending_required=needs))
+    facts = MapFacts(source, stored.d2t, stored.t2d, _target_vocab(target, target_vocab_size),
+                     ascending_required=needs)
+    findings = check_map(facts)
     refuse_errors(findings, source)
-    vmap = VocabMap.from_d2t(stored.d2t, vocab)
+    vmap = VocabMap.from_d2t(stored.d2t, stated_vocab(facts))  # without a target: t2d's length (a note says so)
     files, applied = _write([vmap], output, fmt, list(stored.files), describes_head=True)
     return VocabMapResult(files, [vmap], fmt.name, findings, applied=applied)
 
@@ -177,12 +176,11 @@ def vocab_check(path: str, *, target: str | None = None, target_vocab_size: int 
         facts, kind = head_facts(open_input(path).checkpoint, vocab), "head"
     else:
         stored = read_stored(Path(path), from_format)
-        vocab = vocab if vocab is not None else (stored.t2d.numel() if stored.t2d is not None else None)
         facts, kind = MapFacts(path, stored.d2t, stored.t2d, vocab), stored.format
     findings = check_map(facts)
     d2t = facts.d2t
     ascending = None if d2t is None or d2t.dim() != 1 else bool((d2t[1:] >= d2t[:-1]).all())
-    return VocabCheckReport(path, kind, findings, facts.vocab_size,
+    return VocabCheckReport(path, kind, findings, stated_vocab(facts),
                             d2t.numel() if d2t is not None else facts.lm_head_rows, ascending)
 
 

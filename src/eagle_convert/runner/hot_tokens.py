@@ -11,36 +11,15 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import LayoutError, ShapeMismatchError
+from ..vocab.check import check_map, ids_facts, refuse_errors
 
 
 def check_hot_token_ids(ids: torch.Tensor, vocab_size: int, what: str = "The token map") -> None:
-    """Refuse what SGLang would load silently wrong: a float or bool tensor (torch.tensor(..., int) truncates floats;
-    a bool `t2d` mask is not a list of ids), more than one dimension, ids outside the vocab, or an id twice (two head
-    rows for one token: the draft distribution counts it twice)."""
-    if ids.dim() != 1 or ids.numel() == 0:  # first: an empty list loads as float32
-        raise LayoutError(f"{what} has shape {list(ids.shape)}; a hot-token map is a non-empty 1-D list of ids.",
-                          "Save the hot target ids as one list or 1-D tensor (torch.save(ids, 'map.pt')).")
-    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
-        raise LayoutError(
-            f"{what} holds {str(ids.dtype).removeprefix('torch.')} values, not integer token ids.",
-            "A hot-token map is a list or 1-D integer tensor of target token ids (SGLang's --speculative-token-map); "
-            "a bool tensor is a t2d mask: convert it with `eagle-convert vocab-map convert`.")
-    low, high = int(ids.min()), int(ids.max())
-    if low < 0 or high >= vocab_size:
-        bad = low if low < 0 else high
-        raise ShapeMismatchError(
-            f"{what} holds token id {bad}, outside the target vocabulary [0, {vocab_size}).",
-            "The map was built for another tokenizer or target: rebuild it for this target "
-            "(`eagle-convert vocab-map build --target ...`).")
-    unique = torch.unique(ids)
-    if unique.numel() != ids.numel():
-        counts = torch.bincount(ids.to(torch.int64) - low)
-        twice = int(torch.nonzero(counts > 1)[0]) + low
-        raise LayoutError(
-            f"{what} lists token id {twice} more than once ({ids.numel() - unique.numel()} duplicate(s) in "
-            f"{ids.numel()} ids): the head would hold two rows for one token.",
-            "Remove the duplicates (each hot token once) and pass the map again.")
+    """Refuse what SGLang would load silently wrong, by the one map check (vocab/check.py) that `vocab-map check`,
+    `bench --token-map` and `convert --token-map` apply: an empty map, a float or bool tensor (torch.tensor(...,
+    int64) truncates floats; a bool `t2d` mask is not a list of ids), more than one dimension, ids outside the vocab,
+    or an id twice (two head rows for one token: the draft distribution counts it twice)."""
+    refuse_errors(check_map(ids_facts(what, ids, vocab_size)), what)
 
 
 def restrict_lm_head(lm_head: torch.Tensor, hot_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,6 +16,7 @@ import numpy
 import torch
 
 from ..io.write import OutTensor, write_safetensors
+from .check import ids_facts
 from .map import VocabMap
 from .rules import FORMAT_NAMES, VocabMapError
 
@@ -40,21 +41,32 @@ class StorageFormat:
     read: Callable[[Path], StoredMap]
 
 
+def _refuse_empty(path: Path, producer: str) -> None:
+    """A zero-byte file (an interrupted save or copy) would otherwise surface as the loader's own puzzle."""
+    if path.stat().st_size == 0:
+        raise VocabMapError(f"{path} is empty (0 bytes): no map was saved in it (an interrupted save or copy?).",
+                            f"Copy the file again from where {producer} wrote it, or rebuild the map with "
+                            "`eagle-convert vocab-map build`.")
+
+
 def _torch_load(path: Path):
+    _refuse_empty(path, "its producer")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - a refused pickle, a corrupt zip: one typed error either way
-        said = str(error).split(". ")[0].strip()  # torch's message runs on for a paragraph about its defaults
+        said = str(error).split(". ")[0].strip() or type(error).__name__  # torch's runs on for a paragraph
         raise VocabMapError(f"{path} cannot be read as a tensor file with torch.load(weights_only=True): {said}.",
                             "Map files are read without running pickled code; give the file the producer wrote.") \
             from error
 
 
 def _npy_load(path: Path) -> torch.Tensor:
+    _refuse_empty(path, "speculators")
     try:
         return torch.from_numpy(numpy.load(path, allow_pickle=False))
-    except (OSError, ValueError) as error:
-        raise VocabMapError(f"{path} is not a plain .npy array: {error}.",
+    except (OSError, ValueError, EOFError, TypeError) as error:  # TypeError: an array of strings, not numbers
+        said = str(error).split(". ")[0].strip() or type(error).__name__
+        raise VocabMapError(f"{path} is not a plain .npy array of numbers: {said}.",
                             "speculators writes d2t-N.npy / t2d-N.npy as int64 / bool arrays.") from error
 
 
@@ -63,6 +75,10 @@ def _read_specforge(path: Path) -> StoredMap:
     if not isinstance(data, dict) or "d2t" not in data:
         raise VocabMapError(f"{path} holds no {{'d2t', 't2d'}} dict (SpecForge's vocab_mapping.pt).",
                             "Pass --from with the format the file is in.")
+    for key in ("d2t", "t2d"):
+        if not isinstance(data.get(key), (torch.Tensor, type(None))) or (key == "d2t" and data[key] is None):
+            raise VocabMapError(f"{path}: its {key!r} is a {type(data[key]).__name__}, not a tensor.",
+                                "SpecForge saves {'d2t': int64 tensor, 't2d': bool tensor}; give the file it wrote.")
     return StoredMap(data["d2t"], data.get("t2d"), "specforge", (path,))
 
 
@@ -94,12 +110,26 @@ def _write_speculators(vmap: VocabMap, folder: Path) -> None:
     numpy.save(folder / t2d_name, vmap.t2d().numpy())
 
 
+def _ids_from_list(path: Path, data: list) -> torch.Tensor:
+    """A Python list of ids (SGLang's own format): ints only; a float would be truncated by SGLang's
+    torch.tensor(..., dtype=int64), a bool is a mask entry, not an id."""
+    odd = [i for i in data if not isinstance(i, int) or isinstance(i, bool)]
+    if odd:
+        kinds = ", ".join(sorted({type(i).__name__ for i in odd}))
+        raise VocabMapError(f"{path} holds a list of {len(data)} values, {len(odd)} of them {kinds} (e.g. "
+                            f"{odd[0]!r}): a list of integer target ids was expected.",
+                            "Save the target ids as Python ints or an int64 tensor (SGLang's loader would silently "
+                            "truncate a float to an id and read True as id 1), or rebuild the map with "
+                            "`eagle-convert vocab-map build`.")
+    return torch.tensor(data, dtype=torch.int64)
+
+
 def _one_tensor(path: Path, what: str) -> torch.Tensor:
     data = _torch_load(path)
-    if isinstance(data, list) and all(isinstance(i, int) for i in data):
-        data = torch.tensor(data, dtype=torch.int64)
+    if isinstance(data, list):
+        data = _ids_from_list(path, data)
     if not isinstance(data, torch.Tensor):
-        raise VocabMapError(f"{path} holds a {type(data).__name__}, not {what}.",
+        raise VocabMapError(f"{path} holds a Python {type(data).__name__}, not {what}.",
                             "Pass --from with the format the file is in.")
     return data
 
@@ -114,11 +144,7 @@ def _write_modelopt(vmap: VocabMap, folder: Path) -> None:
 
 def _read_sglang(path: Path) -> StoredMap:
     ids = _one_tensor(path, "a list or tensor of hot target ids (SGLang's token map)")
-    if ids.dim() != 1 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
-        raise VocabMapError(f"{path}: a token map is a 1-D list of integer target ids, not {ids.dtype} "
-                            f"{list(ids.shape)}.", "Give the file SGLang's --speculative-token-map reads.")
-    d2t = ids.to(torch.int64) - torch.arange(ids.numel(), dtype=torch.int64)
-    return StoredMap(d2t, None, "sglang", (path,))
+    return StoredMap(ids_facts(str(path), ids, None).d2t, None, "sglang", (path,))  # odd ids: the check names them
 
 
 def _write_sglang(vmap: VocabMap, folder: Path) -> None:
@@ -128,6 +154,7 @@ def _write_sglang(vmap: VocabMap, folder: Path) -> None:
 def _read_safetensors(path: Path) -> StoredMap:
     from safetensors import SafetensorError, safe_open
 
+    _refuse_empty(path, "its producer")
     try:
         with safe_open(str(path), framework="pt") as f:
             keys = set(f.keys())
@@ -189,6 +216,9 @@ def detect_format(path: Path) -> str:
         return "specforge"
     if isinstance(data, list):
         return "sglang"
+    if not isinstance(data, torch.Tensor):
+        raise VocabMapError(f"{path} holds a Python {type(data).__name__}, not a map: a tensor or list of ids, or "
+                            "SpecForge's {'d2t', 't2d'} dict, was expected.", "Give the map file its producer wrote.")
     if path.name.startswith("d2t"):
         return "modelopt"
     if re.search(r"token_map|freq|hot", path.name):

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 import torch
 
 
+def offsets_from_ids(ids: torch.Tensor) -> torch.Tensor:
+    """d2t from target ids in draft order: int64 offsets, target id = i + d2t[i]."""
+    return ids.to(torch.int64) - torch.arange(ids.numel(), dtype=torch.int64)
+
+
 @dataclass(frozen=True)
 class VocabMap:
     target_ids: tuple[int, ...]  # target id of draft id i, in draft order (ascending for most producers)
@@ -35,7 +40,7 @@ class VocabMap:
 
     def d2t(self) -> torch.Tensor:
         """int64 offsets, as SpecForge, speculators and the engines store them."""
-        return self.ids_tensor() - torch.arange(self.draft_vocab_size, dtype=torch.int64)
+        return offsets_from_ids(self.ids_tensor())
 
     def t2d(self) -> torch.Tensor:
         """bool over the target (config) vocabulary: True where the draft vocabulary holds the target id."""

@@ -26,15 +26,12 @@ def token_map_format(path: Path) -> str:
 
 
 def read_token_map(path: str | Path, vocab_size: int, fmt: str | None = None) -> VocabMap:
-    """The map's target ids (in draft order) over `vocab_size`; refused (VocabMapError, one paragraph) when the map is
-    empty, out of range, has duplicates, a wrong dtype, or a t2d that disagrees with its ids."""
+    """The map's target ids (in draft order) over `vocab_size`; refused (VocabMapError, one paragraph) on any error
+    finding of the one map check (empty, out of range, duplicates, a wrong dtype, a t2d that disagrees...): the verdict
+    `vocab-map check --target-vocab-size` gives the same file."""
     path = Path(path)
     if not path.is_file():
         raise VocabMapError(f"The token map {path} is not a file.", "Pass a map file (e.g. SGLang's token map .pt).")
     stored = read_stored(path, fmt or token_map_format(path))
-    refuse_errors(check_map(MapFacts(str(path), stored.d2t, stored.t2d, vocab_size)), str(path))
-    if stored.d2t.numel() == 0:
-        raise VocabMapError(f"The token map {path} holds no token ids.",
-                            "A hot-token map lists the target ids the draft may propose; build one with "
-                            "`eagle-convert vocab-map build`.")
+    refuse_errors(check_map(MapFacts(str(path), stored.d2t, stored.t2d, vocab_size)), str(path))  # as vocab-map check
     return VocabMap.from_d2t(stored.d2t, vocab_size)
