@@ -257,6 +257,8 @@ def _human_inspect(report) -> str:
         lines += [f"  {k} = {json.dumps(f['value'])}  ({f['source']})" for k, f in report.flags.items()]
     if report.target:
         lines += _human_target(report.target)
+    if report.mtp:
+        lines += _human_mtp_draft(report.mtp)
     lines += [f"note: {n}" for n in report.notes]
     lines.append("problems:" if report.problems else "problems: none found")
     lines += [f"  - {p.what}\n    fix: {p.fix}" for p in report.problems]
@@ -290,6 +292,21 @@ def _human_mtp(m: dict) -> str:
             f"{m['bytes']:,} bytes in {', '.join(m['files'])}; fusion input {m['concat']}"
             + (f"; carries {', '.join(m['copies'])}" if m["copies"] else "")
             + "".join(f"; note: {n}" for n in m["notes"]) + " (convert --mtp extracts them)")
+
+
+def _human_mtp_draft(m: dict) -> list[str]:
+    """An MTP draft folder (inspection/mtp.py): its layers, how it is served, where it came from."""
+    p, serve = m["provenance"], m["serve"]
+    lines = [f"mtp draft: {m['layers']} layer(s) of {m['title']} ({m['count_key']}), {m['tensors']} tensors; "
+             f"fusion input {m['concat']}" if "layers" in m else "mtp draft: layers not complete (see problems)",
+             f"served by: {serve['engine']}, method {serve['method']}"
+             + (f", speculative config {json.dumps(serve['speculative_config'])}" if "speculative_config" in serve
+                else ""),
+             f"serve: {serve['command']}",
+             f"provenance: {p['tool']} {p['version']}, {p['layout']}, from {p['target']}"
+             + (f" @ {p['commit_sha']}" if p.get("commit_sha") else "") if p else "provenance: none recorded",
+             f"bench runner: {m['bench']}"]
+    return lines
 
 
 def _human_ranks(ranks: dict) -> list[str]:

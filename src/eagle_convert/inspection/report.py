@@ -11,10 +11,14 @@ from ..draft.load import DraftHead, load_draft
 from ..errors import EagleConvertError
 from ..io.safetensors import SAFETENSORS_CODES
 from ..layouts import LAYOUTS
-from ..positions.checks import PositionOptions, check_positions
+from ..layouts.base import SOURCE_LIMIT_KEY
+from ..layouts.rope import engine_limit
+from ..mtp.folder import extracted_layout
+from ..positions.checks import PositionOptions, check_positions, text_view
 from ..targets.read import TargetInfo, read_target
 from ..vocab.check import check_map
 from ..vocab.head import head_facts
+from .mtp import PROVENANCE, mtp_section
 from .target import describe_target, looks_like_target
 
 HALF = {"float16", "bfloat16"}
@@ -45,13 +49,14 @@ class InspectReport:
     flags: dict = field(default_factory=dict)  # EAGLE-3 flag -> {"value", "source"}: what was read, and from where
     positions: dict | None = None  # a draft's position and RoPE checks (positions.py; docs/long-context.md)
     vocab_map: list[dict] = field(default_factory=list)  # an EAGLE-3 head's d2t/t2d findings (vocab/check.py)
+    mtp: dict | None = None  # PATH is an MTP draft folder: family, layers, how it is served, provenance (mtp.py)
 
     def to_dict(self) -> dict:
         return {"path": self.path, "layout": self.layout, "layout_reason": self.layout_reason, "kind": self.kind,
                 "variant": self.variant, "flags": self.flags,
                 "config": self.config, "tensors": self.tensors, "problems": [p.to_dict() for p in self.problems],
                 "notes": self.notes, "ranks": self.ranks, "target": self.target, "positions": self.positions,
-                "vocab_map": self.vocab_map}
+                "vocab_map": self.vocab_map, "mtp": self.mtp}
 
 
 def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (), revision: str | None = None,
@@ -71,6 +76,9 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
                                              role="target", pattern=target_pattern).checkpoint)
     report = InspectReport(path=str(path), layout=None, layout_reason=None, kind=None, config=ckpt.config,
                            tensors=tensors, notes=list(ref.notes))
+    mtp_layout = extracted_layout(ckpt.config, ckpt.names())
+    if mtp_layout:  # before the target check: an MTP folder has the target's config, but no trunk
+        return _mtp_report(report, ckpt, mtp_layout, target_info)
     if target is None and looks_like_target(ckpt):
         return _target_report(report, ckpt)
     try:
@@ -82,7 +90,7 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
     report.variant = head.spec.variant
     report.flags = variant_flags(head.spec)
     report.notes += list(head.notes)
-    report.problems += _problems(head, target_info)
+    report.problems += _problems(head, target_info, PROVENANCE in ckpt.source.files())
     report.positions = check_positions(head.layout.flat_config(ckpt.config), target_info.config if target_info
                                        else None, PositionOptions(max_model_len)).to_dict()
     if head.spec.head_kind.vocab_map:
@@ -102,6 +110,18 @@ def _vocab_findings(report: InspectReport, head: DraftHead, target: TargetInfo |
                                            "re-export the map the head was trained with."))
         elif not f.error:
             report.notes.append(f"vocab map {f.name}: {f.message} ({f.engines})")
+
+
+def _mtp_report(report: InspectReport, ckpt, layout: str, target: TargetInfo | None) -> InspectReport:
+    section, problems, notes = mtp_section(ckpt, layout, report.path, target.config if target else None)
+    report.layout, report.kind, report.mtp = f"mtp-{layout}", "mtp", section
+    report.layout_reason = (f"{section.get('title') or 'MTP'} layer(s) alone, no trunk: "
+                            + ("SGLang's NextN layout (architecture " + ", ".join(ckpt.config.get("architectures"))
+                               + ", layer renumbered to 0)" if layout == "sglang" else
+                               "the target's config, the layers under their original names"))
+    report.problems += [Problem(what, fix) for what, fix in problems]
+    report.notes += notes
+    return report
 
 
 def _target_report(report: InspectReport, ckpt) -> InspectReport:
@@ -136,7 +156,7 @@ def _ranked_report(path: str, ckpt: RankedCheckpoint, notes: list[str]) -> Inspe
                          notes=list(notes), ranks=ranks)
 
 
-def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
+def _problems(head: DraftHead, target: TargetInfo | None, converted: bool) -> list[Problem]:
     spec, cfg, names = head.spec, head.checkpoint.config, set(head.tensors)
     out: list[Problem] = []
     convert_hint = "eagle-convert convert DRAFT --target TARGET -o OUT --to LAYOUT"
@@ -149,12 +169,9 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
                            f"{convert_hint} removes it and states the fc bias the engine's way."))
     if spec.fc_bias and not _holds(head.layout, head, "fc.bias"):
         out.append(Problem("fc.bias present: vLLM V1 cannot express it (dropped silently).", _fc_bias_fix(head)))
-    if spec.max_position_embeddings <= 2048:
-        limit = target.config.get("max_position_embeddings") if target else None
-        out.append(Problem(f"max_position_embeddings is {spec.max_position_embeddings}: "
-                           "drafting stops or crashes past it.",
-                           f"convert raises it to the target's{f' ({limit})' if limit else ''}; "
-                           "RoPE stays the draft's."))
+    short = _short_limit(head, target, converted)
+    if short:
+        out.append(short)
     stored = {SAFETENSORS_CODES[r.dtype] for r in head.tensors.values() if r.dtype.is_floating_point}
     said = config_dtype(head.layout.flat_config(cfg))  # a wrapper layout (vllm-v0) has it in its inner config
     if "F32" in stored and str(said) in HALF:
@@ -179,6 +196,25 @@ def _problems(head: DraftHead, target: TargetInfo | None) -> list[Problem]:
             out.append(Problem(f"Vocab mismatch: head {spec.vocab_size}, target {target.vocab_size}.",
                                "Use the target this head was trained for."))
     return out
+
+
+def _short_limit(head: DraftHead, target: TargetInfo | None, converted: bool) -> Problem | None:
+    """A draft limit below its target's: engines stop drafting (or refuse to start) past it. With --target that is
+    the comparison itself (the limits as engines compute them, positions/checks.py); without, a limit of 2048 or less
+    is suspect only in a folder convert did not write (convert raises it to the target's, recording the old one), and
+    a target whose own limit is 2048 makes a 2048 draft right, not short."""
+    config, limit = head.layout.flat_config(head.checkpoint.config), head.spec.max_position_embeddings
+    fix = "convert raises it to the target's; RoPE stays the draft's."
+    if target is not None:
+        draft_limit, target_limit = engine_limit(text_view(config)), engine_limit(text_view(target.config))
+        if not (draft_limit and target_limit and draft_limit < target_limit):
+            return None
+        return Problem(f"max_position_embeddings is {limit}, below the target's {target_limit}: drafting stops or "
+                       "crashes past it.", fix)
+    if converted or SOURCE_LIMIT_KEY in config or limit > 2048:
+        return None
+    return Problem(f"max_position_embeddings is {limit}, a trainer's default: drafting stops or crashes past it if "
+                   "the target's limit is higher (--target compares them).", fix)
 
 
 # What a layout keeps by design is asked of the layout itself (formats/), so that a correct output of each layout

@@ -17,7 +17,9 @@ from ..errors import LayoutError
 from ..kinds import MTP
 from ..spec import DraftSpec
 from .families import HIDDEN_EMB, MtpFamily, family_for, text_config
+from .folder import extracted_layout
 from .locate import find_mtp
+from .signature import trunk_layers
 
 # What must agree between an MTP folder's config and its target's (vLLM builds the layer from the target's).
 SAME = ("architectures", "model_type", "hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads",
@@ -44,7 +46,7 @@ def looks_mtp(config: dict, names) -> bool:
     family = family_for(config)
     if family is None:
         return False
-    trunk = int(text_config(config).get("num_hidden_layers") or 0)
+    trunk = trunk_layers(family, config)
     return any(family.in_area(name, trunk) for name in names)
 
 
@@ -56,7 +58,13 @@ def load_mtp_draft(ckpt: Checkpoint, target_config: dict, *, label: str | None =
         raise LayoutError(f"--drop does not apply to the MTP head {label}: engines load the MTP layer whole.",
                           "Extract the layer with `eagle-convert convert --mtp TARGET --to vllm` (which checks it is "
                           "complete) and bench that folder without --drop.")
-    _check_same_target(ckpt.config, target_config, label)
+    names = frozenset(ckpt.names())
+    if extracted_layout(ckpt.config, names) == "sglang":
+        raise LayoutError(f"{label} is an MTP head in SGLang's NextN layout (`convert --mtp --to sglang`): vLLM and "
+                          "the bench runner read the vllm layout, the target's config with the layer under its "
+                          "original name.", "Extract it with `eagle-convert convert --mtp TARGET -o DIR --to vllm` "
+                          "and bench DIR; serve this folder in SGLang (`eagle-convert inspect` prints the command).")
+    check_same_target(ckpt.config, target_config, label)
     layers = find_mtp(ckpt)
     family, config = layers.family, text_config(ckpt.config)
     notes = list(layers.notes)
@@ -68,12 +76,12 @@ def load_mtp_draft(ckpt: Checkpoint, target_config: dict, *, label: str | None =
                 tensors[f"layers.{i}." + name[len(prefix):]] = ref
     if layers.copies:
         notes.append(f"{', '.join(layers.copies)}: not used (engines share the target's embedding and LM head)")
-    from_target = any(name.startswith("model.layers.0.") for name in ckpt.names())
+    from_target = extracted_layout(ckpt.config, names) is None
     spec = mtp_spec(config, tensors, common_fields(config, notes, label), target_config, notes, label)
     return MtpDraft(ckpt, family, spec, tensors, from_target, tuple(notes))
 
 
-def _check_same_target(config: dict, target_config: dict, label: str) -> None:
+def check_same_target(config: dict, target_config: dict, label: str) -> None:
     differ = [f"{key} {config.get(key)!r} vs the target's {target_config.get(key)!r}" for key in SAME
               if config.get(key) != target_config.get(key)]
     if differ:

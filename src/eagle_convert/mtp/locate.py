@@ -13,8 +13,10 @@ import torch
 from ..checkpoint.index import Checkpoint, TensorRef, parse_safetensors_header
 from ..errors import EagleConvertError, LayoutError, MissingTensorError, ShapeMismatchError, UnsupportedConversionError
 from ..targets.quant import FP8_DTYPES, PACKED_SUFFIXES, block_size_of
+from .bounds import check_counts
 from .families import DSPARK_MODEL_TYPES, DSPARK_NAMES, PROMISE_KEYS, MtpFamily, family_for, family_names, text_config
-from .signature import config_int, declared_layers, expected_names
+from .folder import extracted_layout, mtp_owner
+from .signature import config_int, declared_layers, expected_names, trunk_layers
 
 SCALE_SUFFIX = "_scale_inv"  # DeepSeek-style block FP8: `<name>.weight_scale_inv` beside `<name>.weight`
 SHOWN = 6  # names listed in a refusal
@@ -126,7 +128,7 @@ def _check_count(family: MtpFamily, key: str | None, count: int, area: list[str]
                       f"{key or PROMISE_KEYS[0]} from the original release if the weights are there.")
 
 
-def _check_quantization(config: dict, area: list[str]) -> tuple[int, int] | None:
+def _check_quantization(config: dict, area: list[str], whose: str) -> tuple[int, int] | None:
     """The FP8 block of a block-FP8 target, None when unquantized; any other format is refused."""
     packed = [n for n in area if n.endswith(PACKED_SUFFIXES)]
     q = config.get("quantization_config")
@@ -134,7 +136,7 @@ def _check_quantization(config: dict, area: list[str]) -> tuple[int, int] | None
     if packed or (q is not None and method != "fp8"):
         why = f"tensors {_shown(packed)}" if packed else f"quant_method {method!r}"
         raise UnsupportedConversionError(
-            f"The target's MTP layers are stored in a quantization format eagle-convert does not check ({why}): "
+            f"{whose} MTP layers are stored in a quantization format eagle-convert does not check ({why}): "
             "only unquantized layers and DeepSeek-style block FP8 (e4m3 weights with weight_scale_inv) are "
             "checked complete.", "Extract from the unquantized (or block-FP8) release of the model.")
     if method is None:
@@ -142,13 +144,14 @@ def _check_quantization(config: dict, area: list[str]) -> tuple[int, int] | None
     block = block_size_of(config)
     if block is None or q.get("scale_fmt") not in (None, "e4m3", "float32"):
         raise UnsupportedConversionError(
-            f"The target's FP8 quantization_config has weight_block_size {q.get('weight_block_size')!r} and "
+            f"{whose} FP8 quantization_config has weight_block_size {q.get('weight_block_size')!r} and "
             f"scale_fmt {q.get('scale_fmt')!r}: only float32 block scales of a stated block size are checked.",
             "Extract from a release with DeepSeek-V3-style FP8 (weight_block_size [128, 128], fp32 scales).")
     return block
 
 
-def _check_scales(refs: dict[str, TensorRef], block: tuple[int, int] | None, names: set[str]) -> dict[str, str]:
+def _check_scales(refs: dict[str, TensorRef], block: tuple[int, int] | None, names: set[str],
+                  whose: str) -> dict[str, str]:
     """FP8 weight -> scale, each scale of shape [ceil(rows / b0), ceil(cols / b1)]."""
     scales, bad = {}, []
     for name, ref in refs.items():
@@ -168,14 +171,14 @@ def _check_scales(refs: dict[str, TensorRef], block: tuple[int, int] | None, nam
                            f"{block[0]}x{block[1]}-block scale of {list(ref.shape)} is float32 {list(want)}")
             scales[name] = scale
     if bad:
-        raise MissingTensorError(f"The target's FP8 MTP weights are incomplete: {'; '.join(bad[:SHOWN])}.",
+        raise MissingTensorError(f"{whose} FP8 MTP weights are incomplete: {'; '.join(bad[:SHOWN])}.",
                                  "Every FP8 weight needs its block scale; the checkpoint is damaged or was exported "
                                  "without them: use an intact copy of the release.")
     return scales
 
 
 def _check_own_shapes(family: MtpFamily, config: dict, refs: dict[str, TensorRef], trunk_layers: int,
-                      count: int) -> None:
+                      count: int, whose: str) -> None:
     """The fusion projection is [hidden, 2 x hidden] and the MTP norms [hidden]: a layer of another model's sizes (or
     another drafter under the same names) is refused before any byte is read."""
     h = config_int(text_config(config), "hidden_size", 0)
@@ -186,7 +189,7 @@ def _check_own_shapes(family: MtpFamily, config: dict, refs: dict[str, TensorRef
                  [(fusion, (h, 2 * h))] + [(n, (h,)) for n in norms] if tuple(refs[n].shape) != want]
         if wrong:
             raise ShapeMismatchError(
-                f"The target's {family.title} MTP layer does not fit its config (hidden_size {h}): "
+                f"{whose} {family.title} MTP layer does not fit its config (hidden_size {h}): "
                 f"{'; '.join(wrong)}.", "The config and the MTP weights come from different models: use the "
                 "release's own config.json and weights together.")
 
@@ -200,17 +203,19 @@ def find_mtp(ckpt: Checkpoint) -> MtpLayers:
     family = family_for(config)
     if family is None:
         raise _no_family(config, names)
-    trunk_layers = config_int(text_config(config), "num_hidden_layers", 0)
-    area = sorted(n for n in names if family.in_area(n, trunk_layers))
+    trunk = trunk_layers(family, config)
+    whose = mtp_owner(config, names, ckpt.label)
+    area = sorted(n for n in names if family.in_area(n, trunk))
     key, count = declared_layers(config)
     _check_count(family, key, count, area)
     if not area:
         raise LayoutError(
             f"The {family.title} config promises {count} MTP layer(s) ({key}: {count}) but no file holds a tensor "
-            f"under its MTP prefix ({family.block.format(L=family.layer_index(0, trunk_layers))}...).",
+            f"under its MTP prefix ({family.block.format(L=family.layer_index(0, trunk))}...).",
             "The release (or its quantized export) dropped the MTP weights: use a release that ships them, e.g. the "
             "original BF16 or FP8 checkpoint.")
-    block = _check_quantization(config, area)
+    check_counts(family, config, key, count, trunk, area, whose)  # before the loops below run over the counts
+    block = _check_quantization(config, area, whose)
     required, optional = [], []
     for i in range(count):
         req, opt = expected_names(family, config, i)
@@ -229,17 +234,19 @@ def find_mtp(ckpt: Checkpoint) -> MtpLayers:
     missing = [n for n in required if n not in names]
     if missing:
         raise MissingTensorError(
-            f"The target's {family.title} MTP layers are incomplete: {len(missing)} of the {len(required)} tensors "
+            f"{whose} {family.title} MTP layers are incomplete: {len(missing)} of the {len(required)} tensors "
             f"its config implies are missing ({_shown(missing)}).",
-            "vLLM would load such a layer without an error and draft with garbage: use an intact copy of the "
-            "release (a quantized export may have dropped part of the MTP layer).")
+            "vLLM would load such a layer without an error and draft with garbage: " + (
+                "extract it again from an intact target (`eagle-convert convert --mtp TARGET -o DIR` checks the "
+                "layer complete before writing it)." if whose != "The target's" else "use an intact copy of the "
+                "release (a quantized export may have dropped part of the MTP layer)."))
     refs = {n: (ckpt.ref(n) if n in listed else extra[n]) for n in sorted(wanted | scales)}
-    _check_own_shapes(family, config, refs, trunk_layers, count)
-    fp8_scales = _check_scales(refs, block, set(refs))
+    _check_own_shapes(family, config, refs, trunk, count, whose)
+    fp8_scales = _check_scales(refs, block, set(refs), whose)
     notes = [f"{rel} holds MTP tensors but model.safetensors.index.json does not list it: read from it anyway"
              for rel in unlisted if any(r.file == rel for r in refs.values())]
     copies = tuple(n for n in optional if n in refs)
-    if family.copies and not copies:
+    if family.copies and not copies and extracted_layout(config, names) != "sglang":  # SGLang's drops them
         notes.append("the MTP layer carries no embedding / head copies (as GLM-4.6 ships): engines use the "
                      "target's own")
-    return MtpLayers(family, key, count, trunk_layers, refs, copies, fp8_scales, block, notes)
+    return MtpLayers(family, key, count, trunk, refs, copies, fp8_scales, block, notes)

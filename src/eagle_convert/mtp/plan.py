@@ -82,9 +82,26 @@ def plan_vllm(layers: MtpLayers, raw_config: bytes, dequantize: bool, target: st
             "Drop --dequantize: the vllm layout keeps the target's quantization as it is (use --to sglang "
             "--dequantize for a BF16 NextN draft SGLang loads with a quantization of its own).")
     tensors = [MtpTensor(n, n, r.dtype, r.shape) for n, r in layers.refs.items()]
-    spec = json.dumps({"method": "mtp", "model": out, "num_speculative_tokens": k}, separators=(",", ":"))
-    serve = f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(spec)}"
-    return MtpPlan("vllm", tensors, raw_config, None, serve, [], _read(layers, tensors))
+    return MtpPlan("vllm", tensors, raw_config, None, vllm_serve(target, out, k), [], _read(layers, tensors))
+
+
+def vllm_speculative_config(out: str, k: int = 1) -> dict:
+    """vLLM's speculative config for an extracted MTP folder: method 'mtp', the folder as its model."""
+    return {"method": "mtp", "model": out, "num_speculative_tokens": k}
+
+
+def vllm_serve(target: str, out: str, k: int = 1) -> str:
+    spec = json.dumps(vllm_speculative_config(out, k), separators=(",", ":"))
+    return f"vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(spec)}"
+
+
+def sglang_serve(target: str, out: str, dequantized: bool) -> str:
+    """SGLang's command for a NextN folder: its EAGLE algorithm with one step (how SGLang runs NextN drafts);
+    a dequantized folder is built without the target's quantization."""
+    return (f"python -m sglang.launch_server --model-path {shlex.quote(target)} --speculative-algorithm EAGLE "
+            f"--speculative-draft-model-path {shlex.quote(out)} --speculative-num-steps 1 "
+            "--speculative-eagle-topk 1 --speculative-num-draft-tokens 2"
+            + (" --speculative-draft-model-quantization unquant" if dequantized else ""))
 
 
 def plan_sglang(layers: MtpLayers, config: dict, dequantize: bool, target: str, out: str) -> MtpPlan:
@@ -116,8 +133,5 @@ def plan_sglang(layers: MtpLayers, config: dict, dequantize: bool, target: str, 
         cfg.pop("quantization_config", None)
         cfg["torch_dtype"] = "bfloat16"
     raw = json.dumps(cfg, indent=2, ensure_ascii=False, sort_keys=True).encode()
-    serve = (f"python -m sglang.launch_server --model-path {shlex.quote(target)} --speculative-algorithm EAGLE "
-             f"--speculative-draft-model-path {shlex.quote(out)} --speculative-num-steps 1 "
-             "--speculative-eagle-topk 1 --speculative-num-draft-tokens 2"
-             + (" --speculative-draft-model-quantization unquant" if dequantize else ""))
-    return MtpPlan("sglang", tensors, raw, NEXTN_FILE, serve, dropped, _read(layers, tensors))
+    return MtpPlan("sglang", tensors, raw, NEXTN_FILE, sglang_serve(target, out, dequantize), dropped,
+                   _read(layers, tensors))

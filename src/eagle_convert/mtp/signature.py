@@ -30,6 +30,15 @@ def declared_layers(config: dict) -> tuple[str | None, int]:
     return None, 0
 
 
+def trunk_layers(family: MtpFamily, config: dict) -> int:
+    """The trunk's layer count as this checkpoint numbers MTP layers after it: the config's num_hidden_layers, but 0
+    in SGLang's NextN layout (`...NextN` architecture), which renumbers the one MTP layer to 0 and says
+    `num_hidden_layers: 1` of that layer, not of the trunk."""
+    if family.nextn_architecture and family.nextn_architecture in (config.get("architectures") or []):
+        return 0
+    return config_int(text_config(config), "num_hidden_layers", 0)
+
+
 def _switch(setting: bool | str, cfg: dict) -> bool:
     return bool(cfg.get(setting)) if isinstance(setting, str) else setting
 
@@ -81,7 +90,7 @@ def block_names(family: MtpFamily, cfg: dict) -> list[str]:
 def expected_names(family: MtpFamily, config: dict, i: int) -> tuple[list[str], list[str]]:
     """(required, optional) tensor names of MTP layer `i` (0-based). Optional: the embedding / head copies."""
     cfg = text_config(config)
-    n = config_int(cfg, "num_hidden_layers", 0)
+    n = trunk_layers(family, config)
     index = family.layer_index(i, n)
     fill = {"L": index, "n": n}
     block = family.block.format(**fill)
