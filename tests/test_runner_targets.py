@@ -96,3 +96,23 @@ def test_runner_architectures_are_the_runnable_target_families():
     assert {f.runner_model_type for f in runnable if f.multimodal} <= set(ARCHITECTURES)
     assert SUPPORTED_ARCHITECTURES == {f.name: f.architectures for f in runnable if not f.multimodal}
     assert {name for name, row in ARCHITECTURES.items() if row.moe} == {f.name for f in runnable if f.runner == "moe"}
+
+
+@pytest.mark.parametrize("layers", [10**30, 3, 0])
+def test_a_layer_count_the_tensors_cannot_hold_is_refused_before_any_loop(tmp_path, layers):
+    """num_hidden_layers 10**30 once overflowed (or, smaller, hung) the runner while it sized per-layer tables; the
+    count is now bounded by the layers the checkpoint holds (2 here) before anything is built from it."""
+    import json
+
+    from eagle_convert.errors import MissingTensorError
+    from eagle_convert.testing.tiny import make_target
+
+    make_target(tmp_path / "t", TinyConfig())
+    config = json.loads((tmp_path / "t" / "config.json").read_text())
+    config["num_hidden_layers"] = layers
+    (tmp_path / "t" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(MissingTensorError, match=rf"num_hidden_layers = {layers}, but its tensors hold 2 decoder"):
+        load_target(tmp_path / "t", dtype=torch.float32, device="cpu")
+    config["num_hidden_layers"] = 1  # fewer layers than held is a truncated target the runner can still run
+    (tmp_path / "t" / "config.json").write_text(json.dumps(config))
+    assert len(load_target(tmp_path / "t", dtype=torch.float32, device="cpu").layers) == 1

@@ -114,7 +114,24 @@ def load_target(target: str | Path | Checkpoint, *, dtype: torch.dtype, device, 
                                      "The target checkpoint is incomplete, or its layout is not a Llama-family one.")
         return read_tensor(ckpt, ckpt.ref(name))
 
+    _check_layer_count(ckpt, view)
     return TargetModel(view.config, get_tensor, dtype=dtype, device=device, aux_layer_ids=aux_layer_ids)
+
+
+def _check_layer_count(ckpt: Checkpoint, view) -> None:
+    """`num_hidden_layers` drives per-layer tables and loops: bound it by the layers the tensors hold before anything
+    is sized by it (a config promising 10**30 layers once hung or overflowed the runner)."""
+    layers = view.config.get("num_hidden_layers")
+    if not isinstance(layers, int) or isinstance(layers, bool):
+        return  # the runner's own config check names a missing or wrong-typed key
+    last = view.saved_name(f"model.layers.{layers - 1}.input_layernorm.weight")
+    if layers < 1 or not ckpt.has(last):  # more layers than the config says is fine: MTP layers sit after the trunk
+        held = sum(1 for i in range(4096) if ckpt.has(view.saved_name(f"model.layers.{i}.input_layernorm.weight")))
+        raise MissingTensorError(
+            f"The target {ckpt.label}'s config.json says num_hidden_layers = {layers}, but its tensors hold "
+            f"{held} decoder layer(s) (model.layers.N.input_layernorm.weight).",
+            "Fix num_hidden_layers in the target's config.json to the number of layers the checkpoint holds, or "
+            "point --target at the complete checkpoint.")
 
 
 @dataclass
