@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 
+from ..errors import option
 from ..spec import EAGLE3, DraftSpec
 from .base import Layout, OutputContext, base_inner_config, eagle3_fields
 from .registry import register
@@ -40,7 +41,7 @@ class Speculators(Layout):
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
         if spec.kind != EAGLE3:
             return ("the speculators format describes EAGLE-3 heads only (vLLM reads no EAGLE-1 speculators "
-                    "config); use --to vllm for vLLM V1 `method: eagle`")
+                    f"config); use {option('to', 'vllm')} for vLLM V1 `method: eagle`")
         return eagle3_fc_bias_refusal(spec)
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 
+from ..errors import option
 from ..spec import EAGLE1, DraftSpec
 from .base import EAGLE1_NAMES, Layout, OutputContext, base_inner_config
 from .registry import register
@@ -34,7 +35,8 @@ class VllmV0(Layout):
 
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
         if spec.kind != EAGLE1:
-            return "vLLM v0 had no EAGLE-3 support; use --to vllm (V1, method eagle3), speculators or sglang"
+            return (f"vLLM v0 had no EAGLE-3 support; use {option('to', 'vllm')} (V1, method eagle3), speculators or "
+                    "sglang")
         return None
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
