@@ -80,5 +80,7 @@ class Speculators(Layout):
         return EAGLE3_IDENTITY_D2T
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
-        return (f"vllm serve {shlex.quote(ctx.out_label)}  "
-                f"# loads the verifier named in its config: {ctx.verifier or ctx.target_label}")
+        # The method is in the checkpoint: vLLM reads `speculators_model_type: eagle3` from its config (not the
+        # folder's name) and serves the verifier the config names.
+        return (f"vllm serve {shlex.quote(ctx.out_label)}  # method eagle3 (the config's speculators_model_type); "
+                f"loads the verifier named in its config: {ctx.verifier or ctx.target_label}")
