@@ -40,7 +40,7 @@ def sglang_eagle3_name(canonical: str) -> str:
 class SGLang(Layout):
     name = "sglang"
     summary = "SGLang `LlamaForCausalLMEagle` / `LlamaForCausalLMEagle3` (EAGLE-3 keeps `midlayer.*`)"
-    engine = "SGLang"
+    engine = "SGLang (loaded by 0.5.23's own loader, not served)"
     served_by = ("sglang",)
     output_order = 30
     detect_priority = 40

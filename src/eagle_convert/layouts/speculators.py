@@ -16,7 +16,7 @@ from .vllm import EAGLE3_IDENTITY_D2T, eagle3_fc_bias_refusal, eagle3_names
 class Speculators(Layout):
     name = "speculators"
     summary = "speculators `eagle3` config (`speculators_config`, full `transformer_layer_config`, verifier)"
-    engine = "vLLM >= 0.10 (`vllm serve DRAFT`), speculators"
+    engine = "vLLM >= 0.10 (`vllm serve DRAFT`; checked in 0.32), speculators"
     served_by = ("vllm",)
     output_order = 20
     detect_priority = 20
