@@ -111,3 +111,17 @@ def test_option_spellings():
     with errors.options_spelled_for_cli():
         assert errors.spelled(f"use {fold} or {flag}") == "use --fc-bias fold or --allow-nonfinite"
     assert errors.spelled("a {json: 1} | b") == "a {json: 1} | b"  # text without markers is left as it is
+
+
+def test_a_plain_draft_on_a_scaled_target_is_told_about_theta_too():
+    from eagle_convert.layouts.rope import Rope
+    from eagle_convert.positions.checks import pair_findings
+
+    scaled = Rope("llama3", 500000.0, {"factor": 8.0})
+    found = {f.name: f for f in pair_findings(Rope("default", 10000.0), scaled)}
+    assert set(found) == {"rope_scaling_dropped"}  # the doc's table: no rope_theta_mismatch for this pair
+    assert "rope_theta (500000; the draft states 10000" in found["rope_scaling_dropped"].hint
+    same_base = {f.name: f for f in pair_findings(Rope("default", 500000.0), scaled)}
+    assert "rope_theta" not in same_base["rope_scaling_dropped"].hint  # negative control: equal bases, no theta advice
+    plain = {f.name: f for f in pair_findings(Rope("default", 10000.0), Rope("default", 500000.0))}
+    assert plain["rope_theta_mismatch"].severity == "warning"  # both plain: the theta row's warning
