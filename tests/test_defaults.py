@@ -70,7 +70,6 @@ def test_an_eagle3_head_without_to_is_written_for_todays_vllm(pair, tmp_path):
     run = cli("convert", draft, "-t", target, "-o", tmp_path / "out", "-q")
     assert run.exit_code == 0, run.output  # before: "vLLM v0 had no EAGLE-3 support" (the default vllm-v0)
     assert "EAGLE3 head -> vllm (" in run.stdout
-    assert "the EAGLE-3 head is written in the vllm layout" in " ".join(run.stderr.split())
     assert '"method": "eagle3"' in run.stdout
     result = eagle_convert.convert(str(draft), str(target), tmp_path / "py", dry_run=True)  # the API's default too
     assert result.plan.layout == "vllm"

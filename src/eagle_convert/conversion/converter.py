@@ -14,7 +14,7 @@ from ..io.staging import remove_stale_staging
 from ..io.units import parse_size
 from ..layouts import get_layout
 from ..layouts.base import SOURCE_LIMIT_KEY
-from ..layouts.registry import default_layouts_said, default_output_layout
+from ..layouts.registry import default_output_layout
 from ..positions.checks import PositionOptions, check_positions, refuse_rope_errors
 from ..targets.read import read_target
 from .checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, check_out_path, compare_embeddings, compares_embeddings
@@ -117,7 +117,7 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str |
     positions = check_positions(head.layout.flat_config(head.checkpoint.config), target_info.config,
                                 PositionOptions(max_model_len, allow_rope_mismatch))
     refuse_rope_errors(positions)  # before anything is planned or written
-    defaulted, to = to is None, to or default_output_layout(head.spec.kind)
+    to = to or default_output_layout(head.spec.kind)  # said in the plan (`layout`), like a --to given
     hot = plan_token_map(token_map, head.spec, get_layout(to), target_info.config) if token_map else None
     # Names written into configs and the serve command work from any folder: local paths absolute, repo ids as ids.
     out_label = str(Path(out).resolve()) if out else "OUT"
@@ -128,9 +128,6 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str |
     check_head_vocab_map(head)
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None,
                               lm_head_from=weights_in, token_map=hot.describe() if hot else None)
-    if defaulted:
-        result.notes.append(f"no output layout named: the {head.spec.head_kind.title} head is written in the {to} "
-                            f"layout, the default for its kind ({default_layouts_said()})")
     positions.written = written_positions(plan.config)
     # What still holds for the output (a limit convert raised, a key it mirrored, no longer): what the CLI warns of.
     after = check_positions(get_layout(to).flat_config(plan.config), target_info.config,
