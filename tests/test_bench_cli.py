@@ -96,3 +96,6 @@ def test_demo_runs_offline_and_shows_both_outcomes():
     assert summary["tau_raw"] == summary["tau_converted"] == 4.0
     assert summary["lossless"] is True and summary["tau_wrong_lm_head"] < 1.3
     assert summary["tensors_checked"] == 12
+    # the serve command for today's vLLM too (vllm-v0 is refused by vLLM >= 0.10), naming its method
+    assert '"method": "eagle"' in summary["serve_current_vllm"] and "/converted-vllm" in summary["serve_current_vllm"]
+    assert '"method": "eagle"' in summary["serve"]

@@ -130,7 +130,7 @@ def test_fc_bias_to_v1_default_refuses_naming_the_alternatives(pair, tmp_path):
     target, draft, _ = pair(fc_bias=True)
     with pytest.raises(errors.UnsupportedConversionError) as info:
         eagle_convert.convert(str(draft), str(target), tmp_path / "out", to="vllm")
-    for option in ("--fc-bias fold", "--fc-bias drop", "vllm-v0"):
+    for option in ('fc_bias="fold"', 'fc_bias="drop"', 'to="vllm-v0"'):  # spelled for a Python caller
         assert option in str(info.value)
     assert not (tmp_path / "out").exists()
     result = eagle_convert.convert(str(draft), str(target), tmp_path / "out", to="vllm", fc_bias="drop")

@@ -30,11 +30,12 @@ def python_block_under(markdown: str, heading: str) -> str:
 def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
     code = python_block_under((ROOT / "README.md").read_text(), "Python API")
     monkeypatch.chdir(tmp_path)  # the example writes its tiny pair and output under the working directory
-    exec(compile(code, "README.md (Python API)", "exec"), {"__name__": "readme_example"})
-    out = capsys.readouterr().out
-    assert "vllm serve" in out and '"method": "eagle"' in out
-    assert "tau 4.0 gates passed: True lossless: True" in out
-    assert (tmp_path / "eagle-example" / "out" / "eagle_convert.json").is_file()
+    for run in ("first", "again"):  # a second run in the same folder works too (issue 29: it raised OutputPathError)
+        exec(compile(code, "README.md (Python API)", "exec"), {"__name__": "readme_example"})
+        out = capsys.readouterr().out
+        assert "vllm serve" in out and '"method": "eagle"' in out, run
+        assert "tau 4.0 gates passed: True lossless: True" in out, run
+        assert (tmp_path / "eagle-example" / "out" / "eagle_convert.json").is_file()
 
 
 def test_the_example_extractor_finds_only_that_section():

@@ -1,16 +1,77 @@
 """Typed errors. Each carries a `hint`: what the user should do next. The CLI prints `message` + `hint` as one
-paragraph and exits 1; nothing else in the library prints."""
+paragraph and exits 1; nothing else in the library prints.
+
+An option a text names is written `option("force")`, not "--force": the same advice reaches a CLI user, who needs
+`--force`, and a Python caller, who needs `force=True`. The text keeps a marker holding both spellings and is spelled
+when read (`message`, `hint`, `str()`), for whoever reads it: Python's spelling unless the CLI said otherwise
+(`options_spelled_for_cli`, set around every command by cli/errors.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import json
+import re
+
+# A marker: ⟦cli spelling|python spelling⟧ (characters no message, path or JSON in a hint uses).
+_MARKER = re.compile(r"\u27e6([^|\u27e7]*)\|([^\u27e7]*)\u27e7")
+_FOR_CLI = contextvars.ContextVar("eagle_convert_options_for_cli", default=False)
+
+
+def option(name: str, value: str | None = None, *, cli: str | None = None, python: str | None = None) -> str:
+    """An option named in a message or hint: `option("fc_bias", "fold")` reads `--fc-bias fold` on the command line
+    and `fc_bias="fold"` in Python; a flag (`value` None) reads `--force` / `force=True`. `cli` / `python`: the
+    spellings when they are not those (`-o` / `out`, `drop=["PATTERN"]`)."""
+    cli = cli or f"--{name.replace('_', '-')}" + ("" if value is None else f" {value}")
+    py = python or (f"{name}=True" if value is None else f"{name}={json.dumps(value)}")
+    return f"\u27e6{cli}|{py}\u27e7"
+
+
+# The output folder, and the advice for one that exists: every command that writes a folder refuses it the same way.
+OUT_OPTION = option("out", cli="-o", python="out")
+EXISTS_HINT = f"Pass {option('force')} to replace it, or choose another {OUT_OPTION} folder."
+
+
+def spelled(text: str) -> str:
+    """`text` with every option() marker in it spelled for the current caller."""
+    group = 1 if _FOR_CLI.get() else 2
+    return _MARKER.sub(lambda m: m.group(group), text)
+
+
+@contextlib.contextmanager
+def options_spelled_for_cli():
+    """Within this block every error text spells options as command-line flags (what the CLI sets)."""
+    token = _FOR_CLI.set(True)
+    try:
+        yield
+    finally:
+        _FOR_CLI.reset(token)
+
 
 class EagleConvertError(Exception):
-    """Base class. `hint` says what to do next."""
+    """Base class. `hint` says what to do next. Both texts may name options (`option()`): they are spelled for the
+    caller each time they are read."""
 
     def __init__(self, message: str, hint: str = ""):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+    @property
+    def message(self) -> str:
+        return spelled(self._message)
+
+    @message.setter
+    def message(self, text: str) -> None:
+        self._message = text
+
+    @property
+    def hint(self) -> str:
+        return spelled(self._hint)
+
+    @hint.setter
+    def hint(self, text: str) -> None:
+        self._hint = text
 
     def __str__(self) -> str:
         return f"{self.message} {self.hint}".strip()

@@ -56,12 +56,17 @@ def run_demo(workdir: str | None = None, echo: Callable[[str], None] | None = pr
         wrong = bench(str(target_dir), str(wrong_dir), k=k, max_new_tokens=24, prompts=DEMO_PROMPTS, progress=False)
         say(f"6. the same head converted against another model (wrong LM head spliced in): loads fine, but "
             f"tau={wrong.mean_acceptance_length:.3f}; `bench --min-acceptance-length 1.3` would fail it (exit 3)")
+        # Today's vLLM (V1 engine) refuses vllm-v0: the same head converted --to vllm (its fc bias folded exactly).
+        current_dir = root / "converted-vllm"
+        current = convert(str(draft_dir), str(target_dir), current_dir, to="vllm", fc_bias="fold", force=True)
         summary = {"workdir": str(root), "tau_wrong_lm_head": wrong.mean_acceptance_length,
                    "inspect_problems": [p.what for p in report.problems],
                    "converted": str(out_dir), "tensors_checked": checked, "tau_raw": raw.mean_acceptance_length,
                    "tau_converted": conv.mean_acceptance_length, "lossless": conv.lossless["identical"],
-                   "serve": result.plan.serve_command}
-        say(f"serve it with: {result.plan.serve_command}")
+                   "serve": result.plan.serve_command, "serve_current_vllm": current.plan.serve_command}
+        say(f"serve it with vLLM 0.6-0.9 (the vllm-v0 layout): {result.plan.serve_command}")
+        say(f"with today's vLLM (V1 engine), converted --to vllm --fc-bias fold into {current_dir}: "
+            f"{current.plan.serve_command}")
         if not workdir:
             say("(the example lived in a temporary folder, now removed; pass --workdir DIR to keep it)")
         return summary

@@ -10,7 +10,7 @@ import textwrap
 
 import click
 
-from ..errors import EagleConvertError
+from ..errors import EagleConvertError, options_spelled_for_cli
 
 EXIT_ERROR, EXIT_GATE = 1, 3  # 2, a usage error, is click's own exit code
 
@@ -24,27 +24,33 @@ def paragraph(text: str) -> str:
 
 
 def handle_errors(fn):
-    """Typed library errors -> one paragraph on stderr and exit 1; tracebacks only with EAGLE_CONVERT_DEBUG=1."""
+    """Typed library errors -> one paragraph on stderr and exit 1; tracebacks only with EAGLE_CONVERT_DEBUG=1. Every
+    text the command prints names options as flags (`--force`, not the Python API's `force=True`: errors.option)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except EagleConvertError as exc:
-            if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
-                raise
-            _fail(kwargs, f"error: {exc.message} {exc.hint}", type(exc).__name__)
-        except OSError as exc:  # disk full, permission denied...: not our typed errors, still one paragraph
-            if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
-                raise
-            _fail(kwargs, f"error: {exc}. Nothing was written; fix the cause (free space, permissions) and retry.",
-                  type(exc).__name__)
-        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP turned into Interrupted (interrupts.py)
-            name = getattr(exc, "signal_name", None)
-            click.echo(f"interrupted{f' by {name}' if name else ''}: nothing was written.", err=True)
-            sys.exit(getattr(exc, "exit_code", 130))
+        with options_spelled_for_cli():
+            return _run(fn, args, kwargs)
 
     return wrapper
+
+
+def _run(fn, args, kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except EagleConvertError as exc:
+        if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
+            raise
+        _fail(kwargs, f"error: {exc.message} {exc.hint}", type(exc).__name__)
+    except OSError as exc:  # disk full, permission denied...: not our typed errors, still one paragraph
+        if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
+            raise
+        _fail(kwargs, f"error: {exc}. Nothing was written; fix the cause (free space, permissions) and retry.",
+              type(exc).__name__)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP turned into Interrupted (interrupts.py)
+        name = getattr(exc, "signal_name", None)
+        click.echo(f"interrupted{f' by {name}' if name else ''}: nothing was written.", err=True)
+        sys.exit(getattr(exc, "exit_code", 130))
 
 
 def _fail(kwargs: dict, message: str, kind: str) -> None:

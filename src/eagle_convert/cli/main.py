@@ -9,12 +9,15 @@ import json
 import click
 
 from .. import __version__
+from ..kinds import EAGLE1
 from ..layouts import LAYOUTS, output_layouts
+from ..layouts.registry import DEFAULT_OUTPUT_LAYOUTS, default_layouts_said
 from ..spec import FC_BIAS_MODES
 from .errors import handle_errors, paragraph
 from .positions import allow_rope_mismatch_option, max_model_len_option, position_lines
 
-DEFAULT_LAYOUT = "vllm-v0"  # the seed's layout, kept as the default (its note says which vLLM refuses it)
+# The EAGLE-1 default's note (which vLLM refuses it) is said in --to's help.
+EAGLE1_DEFAULT = LAYOUTS[DEFAULT_OUTPUT_LAYOUTS[EAGLE1]]
 
 def _size(value: str) -> int:
     from ..io.units import parse_size
@@ -82,8 +85,8 @@ def target_tensor_options(fn):
 @click.option("--dequantize", is_flag=True, help="With --mtp --to sglang: write a block-FP8 MTP layer as BF16.")
 @click.option("--out", "-o", type=click.Path(), help="Output folder (written atomically).")
 @click.option("--to", "to", type=click.Choice(output_layouts()), default=None,
-              help=f"Output layout (see `eagle-convert layouts`) [default: {DEFAULT_LAYOUT}; vllm with --mtp]. "
-              f"{LAYOUTS[DEFAULT_LAYOUT].note}.")
+              help="Output layout (see `eagle-convert layouts`) [default by the head's kind: "
+              f"{default_layouts_said()}; vllm with --mtp]. {EAGLE1_DEFAULT.note}.")
 @click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float16", "float32"]), default="auto",
               show_default=True, help="Output float dtype; auto = the target's torch_dtype.")
 @click.option("--fc-bias", type=click.Choice(FC_BIAS_MODES), default="error", show_default=True,
@@ -126,7 +129,6 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
 
         return convert_mtp(mtp, out, to, dequantize, num_speculative_tokens, max_shard_size, dry_run, force, as_json,
                            quiet, revision or target_revision, token, offline)
-    to = to or DEFAULT_LAYOUT
     from ..conversion.prefetch import end_reads
     from ..io.interrupts import handled_signals
 

@@ -10,7 +10,7 @@ import torch
 from ..checkpoint.open import InputRef
 from ..checkpoint.read import read_rows, read_tensor
 from ..draft.load import DraftHead
-from ..errors import OutputPathError
+from ..errors import EXISTS_HINT, OUT_OPTION, OutputPathError, option
 from ..io.overlap import find_overlap
 from ..targets.read import TargetInfo
 from .derive import sampled_rows
@@ -28,11 +28,11 @@ def check_out_path(out: Path, inputs: list[InputRef], force: bool) -> None:
     if overlap is not None:
         raise OutputPathError(f"The output folder {out} overlaps the input {overlap.input_label}: "
                               f"{overlap.file} lives in {overlap.folder}, so writing the output (or replacing it "
-                              "with --force) would modify the input.",
-                              "Pick another -o folder, outside every input and its real files; inputs are never "
-                              "modified.")
+                              f"with {option('force')}) would modify the input.",
+                              f"Pick another {OUT_OPTION} folder, outside every input and its real files; inputs are "
+                              "never modified.")
     if out.exists() and not force:
-        raise OutputPathError(f"{out} already exists.", "Pass --force to replace it, or choose another -o folder.")
+        raise OutputPathError(f"{out} already exists.", EXISTS_HINT)
 
 
 def check_head_vocab_map(head: DraftHead) -> None:

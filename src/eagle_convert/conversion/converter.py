@@ -9,11 +9,12 @@ from pathlib import Path
 
 from ..checkpoint.open import InputRef, absolute_if_local, open_input
 from ..draft.load import load_draft
-from ..errors import OutputPathError, UnsupportedConversionError
+from ..errors import OutputPathError, UnsupportedConversionError, option
 from ..io.staging import remove_stale_staging
 from ..io.units import parse_size
 from ..layouts import get_layout
 from ..layouts.base import SOURCE_LIMIT_KEY
+from ..layouts.registry import default_output_layout
 from ..positions.checks import PositionOptions, check_positions, refuse_rope_errors
 from ..targets.read import read_target
 from .checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, check_out_path, compare_embeddings, compares_embeddings
@@ -83,7 +84,7 @@ def _one_conversion_of_reading_state(fn):
 
 
 @_one_conversion_of_reading_state
-def convert(draft: str, target: str, out: str | Path | None = None, *, to: str = "vllm-v0", dtype: str = "auto",
+def convert(draft: str, target: str, out: str | Path | None = None, *, to: str | None = None, dtype: str = "auto",
             dry_run: bool = False, force: bool = False, drop: tuple[str, ...] = (), max_shard_size: str | int = "5GB",
             fc_bias: str = "error", verifier: str | None = None, num_speculative_tokens: int = 3,
             revision: str | None = None, target_revision: str | None = None, token: str | None = None,
@@ -91,7 +92,8 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
             target_pattern: str | None = None, target_lm_head: str | None = None, target_embed: str | None = None,
             lm_head_from: str | None = None, allow_nonfinite: bool = False, max_model_len: int | None = None,
             allow_rope_mismatch: bool = False, token_map: str | Path | None = None) -> ConversionResult:
-    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (docs/convert.md: every option;
+    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (None: the default for the head's
+    kind, layouts.registry.DEFAULT_OUTPUT_LAYOUTS; docs/convert.md: every option;
     `max_model_len` and `allow_rope_mismatch`: the position and RoPE checks, docs/long-context.md). `token_map`: a
     hot-token map for an EAGLE-1 head --to sglang, checked, copied into OUT and named in the serve command
     (conversion/token_map.py)."""
@@ -106,7 +108,8 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
         if lm_head_from else None
     if not dry_run:
         if out is None:
-            raise OutputPathError("No output folder given.", "Pass -o OUT (or --dry-run to only print the plan).")
+            raise OutputPathError("No output folder given.", f"Pass {option('out', cli='-o OUT', python='out=FOLDER')} "
+                                  f"(or {option('dry_run')} to only print the plan).")
         check_out_path(Path(out), [draft_in, target_in] + ([weights_in] if weights_in else []), force)
     target_info = read_target(target_in.checkpoint, lm_head=target_lm_head, embed=target_embed,
                               lm_head_from=weights_in.checkpoint if weights_in else None)
@@ -114,6 +117,7 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str =
     positions = check_positions(head.layout.flat_config(head.checkpoint.config), target_info.config,
                                 PositionOptions(max_model_len, allow_rope_mismatch))
     refuse_rope_errors(positions)  # before anything is planned or written
+    to = to or default_output_layout(head.spec.kind)  # said in the plan (`layout`), like a --to given
     hot = plan_token_map(token_map, head.spec, get_layout(to), target_info.config) if token_map else None
     # Names written into configs and the serve command work from any folder: local paths absolute, repo ids as ids.
     out_label = str(Path(out).resolve()) if out else "OUT"

@@ -14,13 +14,14 @@ from ..checkpoint.index import Checkpoint
 from ..checkpoint.ranks.gather import gather
 from ..checkpoint.ranks.shards import Gathered
 from ..checkpoint.read import read_tensor
-from ..errors import NonFiniteError
+from ..errors import NonFiniteError, option
 from ..io.write import count_nonfinite
 from .plan import DEQUANT, FOLD, PlannedTensor
 
 ALLOW_HINT = ("The values are in the source files, not made by eagle-convert: re-export or retrain the head (or "
-              "use an intact copy of the target); or pass --allow-nonfinite to write them as they are (the provenance "
-              "file then records which tensors hold how many).")
+              f"use an intact copy of the target); or pass {option('allow_nonfinite')} to write them as they are (the "
+              "provenance file then records which tensors hold how many).")
+KEEP_BIAS = f"{option('to', 'vllm-v0')} / {option('to', 'sglang')}"  # the layouts that keep an fc bias as it is
 
 
 def _dtype(t: torch.dtype) -> str:
@@ -52,7 +53,7 @@ def judge(planned: PlannedTensor, value: torch.Tensor, written: int, checkpoints
         raise NonFiniteError(
             f"{planned.name} ({planned.describe_source()}) holds values beyond the range of {_dtype(planned.dtype)}: "
             f"{how} to {_dtype(planned.dtype)} made {written - from_source} Inf value(s) from finite ones.",
-            "Pass --dtype float32 (or bfloat16, which has float32's range) so the values fit.")
+            f"Pass {option('dtype', 'float32')} (or bfloat16, which has float32's range) so the values fit.")
     return from_source
 
 
@@ -66,14 +67,14 @@ def _judge_fold(planned: PlannedTensor, written: int, checkpoints: dict[str, Che
             f"The fc-bias fold into {planned.name} reads non-finite values ("
             + ", ".join(f"{name}: {n}" for name, n in bad.items())
             + f"), so the folded embedding has {written} NaN/Inf values: E' = E + W_e^-1 b spreads them.",
-            "Fix the head's tensors (re-export or retrain it): --allow-nonfinite copies non-finite values as they "
-            "are but cannot fold them; --fc-bias drop, or --to vllm-v0 / --to sglang (which keep the bias), do not "
-            "fold.")
+            f"Fix the head's tensors (re-export or retrain it): {option('allow_nonfinite')} copies non-finite values "
+            f"as they are but cannot fold them; {option('fc_bias', 'drop')}, or {KEEP_BIAS} (which keep the bias), "
+            "do not fold.")
     raise NonFiniteError(
         f"The fc-bias fold into {planned.name} made {written} NaN/Inf values from finite inputs: W_e^-1 b (the bias "
         f"moved into the embedding) exceeds the range of {_dtype(planned.dtype)}, i.e. the embedding half of fc.weight "
         "is (nearly) singular.",
-        "The fold cannot express this head: use --fc-bias drop (lossy), or --to vllm-v0 / --to sglang, which keep "
+        f"The fold cannot express this head: use {option('fc_bias', 'drop')} (lossy), or {KEEP_BIAS}, which keep "
         "the fc bias.")
 
 

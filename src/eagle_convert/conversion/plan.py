@@ -11,7 +11,7 @@ import torch
 from ..checkpoint.index import TensorRef
 from ..checkpoint.ranks.shards import Gathered
 from ..draft.load import DraftHead
-from ..errors import UnsupportedConversionError
+from ..errors import UnsupportedConversionError, option
 from ..io.safetensors import SAFETENSORS_CODES, nbytes_of
 from ..layouts import OutputContext, get_layout
 from ..layouts.base import DerivedTensor
@@ -125,7 +125,7 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
     canonical = frozenset(head.tensors)
     refusal = layout.refusal(spec, canonical)
     if refusal:
-        raise UnsupportedConversionError(f"Cannot write this {spec.variant} head as --to {to}: {refusal}.",
+        raise UnsupportedConversionError(f"Cannot write this {spec.variant} head as {option('to', to)}: {refusal}.",
                                          "`eagle-convert layouts` lists which layouts hold which heads, and the "
                                          "variant table in docs/layouts.md which layout holds which EAGLE-3 variant.")
     check_pair(spec, target)
@@ -142,9 +142,9 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
             raise UnsupportedConversionError(
                 f"This {spec.head_kind.title} head has an fc bias, which the {to} layout cannot express "
                 "(vLLM V1 drops it silently and acceptance falls).",
-                "Re-run with --fc-bias fold (exact: moves the bias into a draft-specific embedding, E' = E + W_e^-1 b, "
-                "and reports the error), --fc-bias drop (lossy), or write --to vllm-v0 / --to sglang, "
-                "which keep the bias.")
+                f"Re-run with {option('fc_bias', 'fold')} (exact: moves the bias into a draft-specific embedding, "
+                f"E' = E + W_e^-1 b, and reports the error), {option('fc_bias', 'drop')} (lossy), or write "
+                f"{option('to', 'vllm-v0')} / {option('to', 'sglang')}, which keep the bias.")
         if fc_bias == "drop":
             dropped.append(("fc.bias", "--fc-bias drop: the fc bias is discarded (lossy: expect lower acceptance)"))
             warnings.append("fc.bias dropped: the draft's outputs change; run `eagle-convert bench` to see the cost")

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from ..checkpoint.index import Checkpoint, TensorRef
-from ..errors import LayoutError, ShapeMismatchError, UnexpectedTensorError
+from ..errors import LayoutError, ShapeMismatchError, UnexpectedTensorError, option
 from ..kinds import KINDS, kind_of
 from ..layouts import CANONICAL_NAMES, Layout, detect_layout
 from ..layouts.base import matches_any
@@ -81,11 +81,17 @@ def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[
         raise UnexpectedTensorError(
             f"{ckpt.label} ({kind.upper()} head, {layout.name} layout) has tensors no rule maps: "
             f"{', '.join(unexpected)}.",
-            "If they are not part of the head, drop them explicitly with --drop PATTERN (e.g. --drop "
-            f"'{unexpected[0]}'); each drop is reported. A layer-0 input_layernorm in an EAGLE-1 head, or a `model.` "
-            "prefix, means the file is not a head we know how to run.")
+            f"If they are not part of the head, drop them explicitly with "
+            f"{option('drop', 'PATTERN', python='drop=[PATTERN]')} (e.g. {_drop_example(unexpected[0])}); each drop "
+            "is reported. "
+            "A layer-0 input_layernorm in an EAGLE-1 head, or a `model.` prefix, means the file is not a head we know "
+            "how to run.")
     spec = _build_spec(kind, flat, tensors, target_config, notes, ckpt.label, layout.nested_aux_offset)
     return DraftHead(ckpt, layout, reason, spec, tensors, tuple(dropped), tuple(notes))
+
+
+def _drop_example(name: str) -> str:
+    return option("drop", f"'{name}'", python=f"drop=[{name!r}]")
 
 
 def _shape(tensors: dict[str, TensorRef], name: str) -> tuple[int, ...] | None:

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import OutputPathError
+from ..errors import OutputPathError, option
 from . import interrupts
 from .interrupts import pause_for_test
 
@@ -95,7 +95,8 @@ def _remove(path: Path) -> None:
 def _raced(out: Path, what: str) -> OutputPathError:
     return OutputPathError(f"{out} {what}: another conversion wrote the same output at the same time (or another "
                            "program did). This conversion's output was discarded; the other one's is left as it is.",
-                           "Run one conversion per output folder at a time, or pass --force to replace the output.")
+                           f"Run one conversion per output folder at a time, or pass {option('force')} to replace "
+                           "the output.")
 
 
 def remove_stale_staging(out: Path) -> list[str]:

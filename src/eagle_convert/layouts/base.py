@@ -120,9 +120,16 @@ class Layout:
         return None
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
-        config = {"method": spec.head_kind.vllm_method, "model": ctx.out_label,
-                  "num_speculative_tokens": ctx.num_speculative_tokens}
-        return f"vllm serve {shlex.quote(ctx.target_label)} --speculative-config {shlex.quote(json.dumps(config))}"
+        """The command that serves the output. It always names the method: without one, vLLM (0.33) guesses it from
+        the draft folder's name ("eagle3" in the path), so a folder named after another kind would misroute."""
+        return vllm_serve_command(spec, ctx)
+
+
+def vllm_serve_command(spec: DraftSpec, ctx: OutputContext) -> str:
+    """`vllm serve TARGET --speculative-config '{"method": ..., "model": OUT, "num_speculative_tokens": k}'`."""
+    config = {"method": spec.head_kind.vllm_method, "model": ctx.out_label,
+              "num_speculative_tokens": ctx.num_speculative_tokens}
+    return f"vllm serve {shlex.quote(ctx.target_label)} --speculative-config {shlex.quote(json.dumps(config))}"
 
 
 def has_layer_prefix(names: frozenset[str], prefix: str) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import LayoutError
-from ..kinds import KINDS
+from ..kinds import EAGLE1, EAGLE3, KINDS
 
 LAYOUTS: dict[str, Layout] = {}  # noqa: F821  (filled by @register, in detection order)
 
@@ -26,6 +26,22 @@ def output_layouts_for(kind: str) -> list[str]:
     """The layouts that can write a `kind` head, in table order (`output_order`)."""
     writers = [layout for layout in LAYOUTS.values() if layout.writable and kind in layout.kinds]
     return [layout.name for layout in sorted(writers, key=lambda layout: layout.output_order)]
+
+
+# `convert` without --to, per head kind: a layout that holds the head, so that the default never fails. EAGLE-1
+# keeps the seed's vllm-v0 (what it has always written, byte for byte); vllm-v0 cannot hold an EAGLE-3 head (v0 had
+# none), which gets the layout today's vLLM loads (`method: eagle3`, its V1 engine).
+DEFAULT_OUTPUT_LAYOUTS = {EAGLE1: "vllm-v0", EAGLE3: "vllm"}
+
+
+def default_output_layout(kind: str) -> str:
+    """The layout `convert` writes a `kind` head in when no --to is given (DEFAULT_OUTPUT_LAYOUTS)."""
+    return DEFAULT_OUTPUT_LAYOUTS[kind]
+
+
+def default_layouts_said() -> str:
+    """The rule in words, for --help and the docs: "EAGLE-1 -> vllm-v0, EAGLE-3 -> vllm"."""
+    return ", ".join(f"{KINDS[kind].title} -> {name}" for kind, name in DEFAULT_OUTPUT_LAYOUTS.items())
 
 
 def get_layout(name: str):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shlex
 
+from ..errors import option
 from ..spec import EAGLE1, EAGLE3, DraftSpec
 from .base import (
     EAGLE1_NAMES,
@@ -22,6 +23,9 @@ from .base import (
 from .registry import register
 from .vllm import eagle3_output_roles
 
+# Where to go instead for an EAGLE-3 head SGLang cannot run as it is: vLLM reads every variant flag.
+VLLM_LAYOUTS = f"{option('to', 'vllm')} or {option('to', 'speculators')}"
+
 
 def sglang_eagle3_name(canonical: str) -> str:
     """Layer 0 as `midlayer.` (as released; SGLang maps it to layers.0); a later layer's input norm is SGLang's
@@ -36,7 +40,7 @@ def sglang_eagle3_name(canonical: str) -> str:
 class SGLang(Layout):
     name = "sglang"
     summary = "SGLang `LlamaForCausalLMEagle` / `LlamaForCausalLMEagle3` (EAGLE-3 keeps `midlayer.*`)"
-    engine = "SGLang"
+    engine = "SGLang (loaded by 0.5.23's own loader, not served)"
     served_by = ("sglang",)
     output_order = 30
     detect_priority = 40
@@ -53,7 +57,7 @@ class SGLang(Layout):
         if spec.is_eagle3 and spec.norm_before_residual:
             return ("SGLang 0.5.23's LlamaForCausalLMEagle3 always takes the residual before hidden_norm "
                     "(llama_eagle3.py:97-101) and has no norm_before_residual flag, so it would run a different head; "
-                    "use --to vllm or --to speculators (vLLM 0.32 reads the flag)")
+                    f"use {VLLM_LAYOUTS} (vLLM 0.32 reads the flag)")
         if spec.is_eagle3 and spec.fc_bias:
             return ("SGLang 0.5.23 turns on the EAGLE-3 fc bias with the config key `bias`, which also gives every "
                     "attention o_proj a bias (models/llama.py:339-340, llama_eagle3.py:166) that this head does not "
@@ -61,10 +65,10 @@ class SGLang(Layout):
         if spec.is_eagle3 and spec.qk_norm:
             return ("SGLang 0.5.23 has no Qwen3-layer EAGLE-3 draft: LlamaForCausalLMEagle3's attention has no "
                     "q_norm/k_norm and its load_weights drops those tensors silently (llama_eagle3.py:325-378); "
-                    "use --to vllm or --to speculators (vLLM 0.32's Eagle3Qwen3ForCausalLM)")
+                    f"use {VLLM_LAYOUTS} (vLLM 0.32's Eagle3Qwen3ForCausalLM)")
         if spec.qkv_bias:
             return ("SGLang's LlamaForCausalLMEagle builds q/k/v projections without bias, so this Qwen2 head's "
-                    "q/k/v biases would be dropped; use --to vllm or --to vllm-v0")
+                    f"q/k/v biases would be dropped; use {option('to', 'vllm')} or {option('to', 'vllm-v0')}")
         return super().refusal(spec, canonical)
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
@@ -100,7 +104,7 @@ class SGLang(Layout):
             refusal="This EAGLE-3 head ships its own embed_tokens, which differs from the target's ({difference}), "
                     "and SGLang 0.5.23 replaces a draft's embedding with the target's when their widths match "
                     "(eagle_worker_v2.py:363 set_embed), so it would run a different head.",
-            hint="Use --to vllm or --to speculators (vLLM keeps a draft embedding that differs from the target's).")
+            hint=f"Use {VLLM_LAYOUTS} (vLLM keeps a draft embedding that differs from the target's).")
 
     def dropped_reasons(self, spec: DraftSpec) -> dict[str, str]:
         if spec.kind == EAGLE1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 
+from ..errors import option
 from ..spec import EAGLE3, DraftSpec
 from .base import Layout, OutputContext, base_inner_config, eagle3_fields
 from .registry import register
@@ -15,7 +16,7 @@ from .vllm import EAGLE3_IDENTITY_D2T, eagle3_fc_bias_refusal, eagle3_names
 class Speculators(Layout):
     name = "speculators"
     summary = "speculators `eagle3` config (`speculators_config`, full `transformer_layer_config`, verifier)"
-    engine = "vLLM >= 0.10 (`vllm serve DRAFT`), speculators"
+    engine = "vLLM >= 0.10 (`vllm serve DRAFT`; checked in 0.32), speculators"
     served_by = ("vllm",)
     output_order = 20
     detect_priority = 20
@@ -40,7 +41,7 @@ class Speculators(Layout):
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
         if spec.kind != EAGLE3:
             return ("the speculators format describes EAGLE-3 heads only (vLLM reads no EAGLE-1 speculators "
-                    "config); use --to vllm for vLLM V1 `method: eagle`")
+                    f"config); use {option('to', 'vllm')} for vLLM V1 `method: eagle`")
         return eagle3_fc_bias_refusal(spec)
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
@@ -79,5 +80,7 @@ class Speculators(Layout):
         return EAGLE3_IDENTITY_D2T
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
-        return (f"vllm serve {shlex.quote(ctx.out_label)}  "
-                f"# loads the verifier named in its config: {ctx.verifier or ctx.target_label}")
+        # The method is in the checkpoint: vLLM reads `speculators_model_type: eagle3` from its config (not the
+        # folder's name) and serves the verifier the config names.
+        return (f"vllm serve {shlex.quote(ctx.out_label)}  # method eagle3 (the config's speculators_model_type); "
+                f"loads the verifier named in its config: {ctx.verifier or ctx.target_label}")

@@ -18,7 +18,7 @@ V1_EAGLE1_EXCLUDED = {
 class VllmV1(Layout):
     name = "vllm"
     summary = "vLLM V1 `method: eagle` (EAGLE-1) / `method: eagle3` (EAGLE-3): raw config, `layers.0.*`, no fc bias"
-    engine = "vLLM >= 0.8 (V1 engine)"
+    engine = "vLLM >= 0.10 (V1 engine; checked in 0.32)"  # V1 is the only engine from 0.10; earlier V1 not run here
     served_by = ("vllm",)
     output_order = 10
     detect_priority = 60

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import shlex
 
+from ..errors import option
 from ..spec import EAGLE1, DraftSpec
-from .base import EAGLE1_NAMES, Layout, OutputContext, base_inner_config
+from .base import EAGLE1_NAMES, Layout, OutputContext, base_inner_config, vllm_serve_command
 from .registry import register
 
 
@@ -34,7 +35,8 @@ class VllmV0(Layout):
 
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
         if spec.kind != EAGLE1:
-            return "vLLM v0 had no EAGLE-3 support; use --to vllm (V1, method eagle3), speculators or sglang"
+            return (f"vLLM v0 had no EAGLE-3 support; use {option('to', 'vllm')} (V1, method eagle3), speculators or "
+                    "sglang")
         return None
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
@@ -48,5 +50,8 @@ class VllmV0(Layout):
         return {n: n for n in sorted(canonical | {"embed_tokens.weight", "lm_head.weight"}) if n in EAGLE1_NAMES}
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
-        return (f"vllm serve {shlex.quote(ctx.target_label)} --speculative-model {shlex.quote(ctx.out_label)} "
-                f"--num-speculative-tokens {ctx.num_speculative_tokens}  # vLLM 0.6-0.9 with VLLM_USE_V1=0")
+        # vLLM 0.8-0.9 take the method in --speculative-config (0.8.3 removed --speculative-model, vllm#15466); 0.6-0.7
+        # have only --speculative-model, and pick EAGLE from the wrapper's `model_type: eagle`, not the folder's name.
+        return (f"VLLM_USE_V1=0 {vllm_serve_command(spec, ctx)}  # vLLM 0.8-0.9 (V0 engine); vLLM 0.6-0.7: "
+                f"--speculative-model {shlex.quote(ctx.out_label)} --num-speculative-tokens "
+                f"{ctx.num_speculative_tokens} instead")

@@ -159,7 +159,9 @@ def pair_findings(draft: Rope, target: Rope) -> list[Finding]:
                                "was trained plain (EAGLE reference releases for Llama 3.1 are); wrong if a converter "
                                "dropped its rope_scaling (speculators PR#574).",
                                "If the head was trained with the target's scaling, copy the target's rope_scaling "
-                               "into the draft's config.json."))
+                               "into the draft's config.json" + ("." if draft.theta == target.theta else
+                                                                  f", and its rope_theta ({target.theta:g}; the draft "
+                                                                  f"states {draft.theta:g}, 10000 when absent).")))
         elif draft.theta != target.theta:
             out.append(Finding("rope_theta_mismatch", WARNING,
                                f"The draft's rope_theta is {draft.theta:g}, the target's {target.theta:g}: engines "

@@ -8,8 +8,10 @@ ENGINE_PAST_LIMIT = {
     "vllm": "vLLM 0.32 raises an EAGLE draft's max_position_embeddings to the target's max_model_len on load "
             "(config/speculative.py:1393-1399, 1677-1710) but keeps the draft's max_model_len derived from its own "
             "config (speculative.py:1556-1562); its V1 model runner (CPU, no Triton, or VLLM_USE_V2_MODEL_RUNNER=0) "
-            "then silently stops drafting once a sequence plus k passes it (v1/worker/gpu_model_runner.py:4288-4301, "
-            "4454; an MTP draft is fed dummy token 0 there, vllm#58080), while the V2 runner, its default on GPU, "
+            "then silently stops drafting for the whole batch once the batch's longest sequence plus k passes it, "
+            "so a short request batched with one past the limit loses its drafts too "
+            "(v1/worker/gpu_model_runner.py:4288-4301, 4454; an MTP draft is fed dummy token 0 there, vllm#58080), "
+            "while the V2 runner, its default on GPU, "
             "has no such gate (v1/worker/gpu/spec_decode/speculator.py:119-120) and drafts on past the trained "
             "context",
     "sglang": "SGLang 0.5.23 gives the draft the target's context length (speculative/eagle_worker_v2.py:229) and "

@@ -13,7 +13,7 @@ import torch
 
 from ..checkpoint.index import Checkpoint
 from ..checkpoint.read import read_tensor
-from ..errors import OutputPathError
+from ..errors import EXISTS_HINT, OUT_OPTION, OutputPathError
 from ..io.staging import staged_output
 from .check import MapFacts, check_map, refuse_errors
 from .formats import StorageFormat, write_tensors
@@ -47,9 +47,9 @@ def check_out(out: Path, force: bool, inputs: list[Path]) -> None:
         path = path.resolve()
         if out == path or out in path.parents or path in out.parents:
             raise OutputPathError(f"The output {out} overlaps the input {path}.",
-                                  "Pick another -o folder; inputs are never modified.")
+                                  f"Pick another {OUT_OPTION} folder; inputs are never modified.")
     if out.exists() and not force:
-        raise OutputPathError(f"{out} already exists.", "Pass --force to replace it, or choose another -o folder.")
+        raise OutputPathError(f"{out} already exists.", EXISTS_HINT)
 
 
 def write_maps(maps: list[VocabMap], fmt: StorageFormat, out: Path, force: bool) -> list[Path]:
