@@ -136,7 +136,9 @@ def test_sweep_ranks_shapes_and_names_serve_flags(agree):
     assert result["rows"][1]["tree"]["depth"] == 3
     assert result["best_for_vllm"]["shape"] in ("chain k=2", "static uniform 1-1-1-1 (4 nodes)")
     assert result["best_for_vllm"]["serve_flags"]["vllm"].startswith('"num_speculative_tokens": ')
-    assert "vLLM speculative_config" in sweep_table(result)
+    line = next(x for x in sweep_table(result).splitlines() if "vLLM speculative_config" in x)
+    config = json.loads(line.split("speculative_config: ", 1)[1])  # a whole config, the method named (issue 29)
+    assert config["method"] == "eagle" and config["num_speculative_tokens"] >= 2
 
 
 def test_sweep_loads_the_target_once(agree, monkeypatch):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from itertools import product
 
+from ..kinds import KINDS
 from ..runner.trees.shapes import TreeOptions, TreeShape, dynamic_tree, static_tree
 
 SWEEP_TOKENS = (8, 16, 32, 64)
@@ -82,6 +83,7 @@ def _sweep(target: str, draft: str, *, k: int, subset: list, shapes: list[TreeSh
     servable = [r for r in rows if r["tree"]["mode"] in ("static", "chain")]
     best_static = max(servable, key=lambda r: r["tokens_per_s"] or 0)
     return {"baseline_tokens_per_s": baseline_rate, "num_prompts": len(subset), "rows": rows,
+            "draft_kind": chain["settings"]["draft_kind"],
             "best": {**best, "serve_flags": flags[best["shape"]]},
             "best_for_vllm": {**best_static, "serve_flags": flags[best_static["shape"]]}}
 
@@ -100,5 +102,7 @@ def sweep_table(result: dict) -> str:
                  f"{fmt(best['tokens_per_s'], '.1f')} tok/s)")
     lines.append(f"  SGLang: {best['serve_flags']['sglang'] or '(a static tree: SGLang drafts dynamic trees only)'}")
     lines.append(f"best vLLM can draft (chain or per-level-uniform static tree): {static['shape']}")
-    lines.append(f"  vLLM speculative_config: {static['serve_flags']['vllm']}")
+    method = KINDS[result["draft_kind"]].vllm_method if result.get("draft_kind") in KINDS else None
+    named = f'"method": "{method}", ' if method else ""  # never leave the method to vLLM's guess from the path
+    lines.append(f"  vLLM speculative_config: {{{named}{static['serve_flags']['vllm']}}}")
     return "\n".join(lines)

@@ -13,7 +13,9 @@ What vLLM 0.32 does (vllm/ file:line in the 0.32.0 wheel, V1 model runner, which
     resizes only its RoPE table, after the limit was derived: the gate keeps the checkpoint's own value.
   * Each step, after the target's forward, the drafter runs only when `max_seq_len + k <= limit`
     (`_input_fits_in_drafter`, gpu_model_runner.py:4288-4301, used at :4382-4410), where max_seq_len is the
-    request's tokens in the target's KV after that forward, counting every scheduled draft, rejected or not
+    LONGEST sequence in the batch (so one long request turns drafting off for every request batched with it; our
+    runner benches one request at a time, where the batch is that request): its tokens in the target's KV after
+    that forward, counting every scheduled draft, rejected or not
     (num_computed + num_scheduled, :2038-2046, :2286). Otherwise the k draft ids are zeros (:4454-4467): the
     scheduler still schedules them (v1/core/sched/scheduler.py:2550-2569, :861-876), the target verifies token id 0
     k times, and the counters count a draft round of k tokens (:2110-2135), accepting only where the target's own
