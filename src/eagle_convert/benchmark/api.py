@@ -13,6 +13,7 @@ from ..checkpoint.open import open_input
 from ..checkpoint.ranks.checkpoint import RankedCheckpoint
 from ..draft.load import load_draft, tensor_reader
 from ..errors import IncomparableReportError, LayoutError, UnsupportedConversionError
+from ..io.text import TextEncodingError, read_text
 from ..mtp.draft import load_mtp_draft, looks_mtp
 from ..positions.checks import PositionOptions
 from ..runner.heads import check_takes_token_map
@@ -247,7 +248,9 @@ def why_not_exact(head, reference, target) -> str | None:
 
 def _read_report(path: str | Path) -> dict:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(read_text(path))
+    except TextEncodingError:
+        raise
     except (OSError, ValueError) as error:
         raise IncomparableReportError(f"Cannot read the stored report {path}: {error}.",
                                       "Pass a report written by `eagle-convert bench --json` (or --report).") from error

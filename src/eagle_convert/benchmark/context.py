@@ -54,6 +54,26 @@ def bucket_label(length: int) -> str:
     return f"{length // 1000}k" if length % 1000 == 0 else str(length)
 
 
+def check_buckets_fit(lengths: tuple[int, ...], max_new_tokens: int, limit: int | None) -> None:
+    """Refuse buckets the target cannot hold: a bucket of n prompt tokens needs n + max_new_tokens positions, and
+    past the target's max_position_embeddings (`limit`; None: none stated) the bench refuses the prompt as an engine
+    does (prompts.check_prompt_fits). Said before any document is read: no document can make such a bucket fit."""
+    if limit is None:
+        return
+    over = [n for n in lengths if n + max_new_tokens > limit]
+    if not over:
+        return
+    fit = [bucket_label(n) for n in lengths if n + max_new_tokens <= limit]
+    most = limit - max_new_tokens
+    what_to_do = (f"Keep the buckets that fit (--context-lengths {','.join(fit)})" if fit else
+                  f"Use buckets of at most {most} tokens" if most >= 1 else "Lower --max-new-tokens first")
+    raise ContextLengthsError(
+        f"--context-lengths {','.join(map(bucket_label, over))}: the target holds {limit} positions (its "
+        f"max_position_embeddings), and a bucket of n tokens needs n + --max-new-tokens ({max_new_tokens}) of them, "
+        f"so at most {max(most, 0)} tokens fit; longer documents cannot change that.",
+        f"{what_to_do}, lower --max-new-tokens, or bench a target with a longer context.")
+
+
 def _frame(tokenizer: ChatTokenizer, use_template: bool, question: str) -> tuple[list[int], list[int]]:
     """The ids before and after the document: the template rendered around a placeholder, each side encoded alone."""
     content = f"{SENTINEL}\n\n{question}"

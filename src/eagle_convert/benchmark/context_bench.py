@@ -14,7 +14,7 @@ from ..positions.checks import PositionOptions
 from ..runner.positions import draft_position_limit
 from . import gates as gate_checks
 from .api import run
-from .context import bucket_prompts, context_block, documents_for
+from .context import bucket_prompts, check_buckets_fit, context_block, documents_for
 from .plot import check_plot_path, write_plot
 from .report import BenchReport
 from .settings import ContextSettings, DecodeSettings, EngineOptions, GateOptions, HubOptions
@@ -27,10 +27,11 @@ def run_context(target: str, draft: str | None, decode: DecodeSettings, context:
                 drop: tuple[str, ...] = (), positions: PositionOptions | None = None) -> BenchReport:
     if context.plot is not None:
         check_plot_path(context.plot)
-    documents, provenance = documents_for(context)
-    prompts, use_template = bucket_prompts(target, documents, context, chat_template=decode.chat_template)
     target_config = open_input(target, role="target").checkpoint.config
     target_limit = target_config.get("max_position_embeddings")
+    check_buckets_fit(context.lengths, decode.max_new_tokens, target_limit)
+    documents, provenance = documents_for(context)
+    prompts, use_template = bucket_prompts(target, documents, context, chat_template=decode.chat_template)
     own_length = any(arg.startswith("max_model_len=") for arg in (engine.args if engine else ()))
     if engine is not None and engine.url is None and not own_length and target_limit:
         # vLLM's max_model_len as the target states it (bench's default caps it at 4096): the longest bucket fits

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..errors import EagleConvertError, PromptTooLongError
+from ..io.text import text_lines
 
 T = TypeVar("T")
 
@@ -57,9 +58,10 @@ def _category(item: dict) -> str | None:
 def read_jsonl(path: str | Path, parse: Callable[[dict, int], T],
                refuse: Callable[[int, Exception], EagleConvertError]) -> list[T]:
     """Each non-empty line of a JSONL file through `parse(object, line number)`. A line that fails (not JSON, a key
-    missing or of the wrong type) is refused as `refuse(line number, what failed)` says: one paragraph naming it."""
+    missing or of the wrong type) is refused as `refuse(line number, what failed)` says: one paragraph naming it; a
+    file that is not UTF-8, as io/text.py refuses it. Read a line at a time: the rows are kept, the file's text not."""
     rows = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in text_lines(path):
         if not line.strip():
             continue
         try:
@@ -70,15 +72,26 @@ def read_jsonl(path: str | Path, parse: Callable[[dict, int], T],
 
 
 def _prompt(item: dict, number: int) -> Prompt:
-    if "prompt_ids" in item:
+    if isinstance(item, dict) and "prompt_ids" in item:
         ids = item["prompt_ids"]
         if not ids or not all(isinstance(i, int) and i >= 0 for i in ids):
             raise ValueError("prompt_ids must be a non-empty list of token ids")
         return Prompt(str(item.get("id", number)), (f"<{len(ids)} token ids>",), tuple(ids), _category(item))
+    turns = tuple(user_turns(item))
+    return Prompt(str(item.get("question_id", item.get("id", number))), turns, category=_category(item))
+
+
+def user_turns(item: dict) -> list[str]:
+    """A row's "turns" (a non-empty list of strings) or its one "prompt" string; a ValueError that says which is
+    wrong otherwise."""
+    if not isinstance(item, dict):
+        raise ValueError(f"the line is a JSON {type(item).__name__}, not an object")
+    if "turns" not in item and "prompt" not in item:
+        raise ValueError(f"no \"turns\" or \"prompt\" key (keys: {', '.join(map(repr, item)) or 'none'})")
     turns = item["turns"] if "turns" in item else [item["prompt"]]
-    if not turns or not all(isinstance(t, str) for t in turns):
-        raise ValueError("turns must be a non-empty list of strings")
-    return Prompt(str(item.get("question_id", item.get("id", number))), tuple(turns), category=_category(item))
+    if not isinstance(turns, list) or not turns or not all(isinstance(t, str) for t in turns):
+        raise ValueError('"turns" must be a non-empty list of strings, "prompt" a string')
+    return turns
 
 
 def load_prompts(path: str | Path) -> list[Prompt]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from ..io.interrupts import immediate
 from ..runner.speculate import plain_generate
 from .chat import ChatTokenizer
 from .prompts import PromptFileError
@@ -51,7 +52,8 @@ def first_turn(messages: list[dict]) -> list[dict]:
 
 def greedy_stream(target: str | Path, prompts: str | Path, max_new_tokens: int, *, progress: bool = False) -> Stream:
     chat = ChatTokenizer.from_dir(target)
-    encoded = [chat.encode_chat(first_turn(messages)) for messages in read_conversations(prompts)]
+    with immediate():  # nothing written yet; encoding a long prompt is one GIL-holding call: Ctrl-C acts at once
+        encoded = [chat.encode_chat(first_turn(messages)) for messages in read_conversations(prompts)]
     model = load_target(target, dtype=torch.float32, device="cpu")
     rows = []
     for index, ids in enumerate(encoded):

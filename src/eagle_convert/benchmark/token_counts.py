@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EagleConvertError
+from ..io.digest import hash_file_range
+from ..io.interrupts import immediate, shielded
 from ..vocab.counts import TokenCounts
 from ..vocab.rules import SelectionRule, rule_for
 from .chat import ChatTokenizer
-from .prompts import PromptFileError, read_jsonl
+from .prompts import PromptFileError, read_jsonl, user_turns
 
 COUNT_FORMAT = 1  # bump when counting changes, so old cache files are not reused
 SENTINEL = "EAGLECONVERTSENTINEL"
@@ -61,25 +63,27 @@ def default_cache_dir() -> Path:
 
 def _normalize(message: dict) -> dict:
     """ShareGPT {"from", "value"} or OpenAI {"role", "content"}; human/gpt as SpecForge and speculators map them."""
+    if not isinstance(message, dict):
+        raise ValueError(f"a turn is a JSON {type(message).__name__}; each turn must be an object "
+                         '{"from": ..., "value": ...} or {"role": ..., "content": ...}')
     role = message.get("role", message.get("from", ""))
     role = {"human": "user", "gpt": "assistant"}.get(role, role)
     return {"role": role, "content": message.get("content") or message.get("value") or ""}
 
 
 def _conversation(item: dict, number: int) -> list[dict]:
-    if "prompt_ids" in item:
+    if isinstance(item, dict) and "prompt_ids" in item:
         raise ValueError("pre-tokenized prompt_ids have no text to render through the chat template")
     return _row_messages(item)
 
 
 def _row_messages(item: dict) -> list[dict]:
     for key in ("conversations", "messages", "conversation"):
-        if isinstance(item.get(key), list):
+        if isinstance(item, dict) and key in item:
+            if not isinstance(item[key], list):
+                raise ValueError(f'"{key}" is a JSON {type(item[key]).__name__}; it must be a list of turns')
             return [_normalize(m) for m in item[key]]
-    turns = item["turns"] if "turns" in item else [item["prompt"]]
-    if not turns or not all(isinstance(t, str) for t in turns):
-        raise ValueError("turns must be a non-empty list of strings")
-    return [{"role": "user", "content": t} for t in turns]
+    return [{"role": "user", "content": t} for t in user_turns(item)]
 
 
 def read_conversations(path: str | Path) -> list[list[dict]]:
@@ -202,8 +206,8 @@ def cache_key(corpus: Path, target_dir: Path, chat: ChatTokenizer, settings: Cou
     for part in (f"v{COUNT_FORMAT}", settings.compat, str(settings.max_length), chat.chat_template or "",
                  json.dumps(chat.special_tokens, sort_keys=True)):
         digest.update(part.encode() + b"\0")
-    for path in (corpus, target_dir / "tokenizer.json"):
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    for path in (corpus, target_dir / "tokenizer.json"):  # hashed from a map of the file: memory stays flat
+        digest.update(bytes.fromhex(hash_file_range(str(path), 0, path.stat().st_size)))
     return digest.hexdigest()
 
 
@@ -216,9 +220,11 @@ def count_tokens(target_dir: str | Path, corpus: str | Path, settings: CountSett
     if cache_file.is_file():
         cached = json.loads(cache_file.read_text())
         return CountResult(TokenCounts.from_json(cached), cache_file, True, cached["prompt_only_rows"])
-    counts, prompt_only = count_corpus(chat, read_conversations(corpus), settings)
+    with immediate():  # nothing written yet, and a long line is one GIL-holding tokenizer call: Ctrl-C acts at once
+        counts, prompt_only = count_corpus(chat, read_conversations(corpus), settings)
     cache_file.parent.mkdir(parents=True, exist_ok=True)
     partial = cache_file.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps({**counts.as_json(), "prompt_only_rows": prompt_only}))
-    os.replace(partial, cache_file)  # atomic: a killed run leaves no half-written cache entry
+    with shielded():  # a Ctrl-C here is acted on after the rename, so that no .tmp file is left behind
+        partial.write_text(json.dumps({**counts.as_json(), "prompt_only_rows": prompt_only}))
+        os.replace(partial, cache_file)  # atomic: a killed run leaves no half-written cache entry
     return CountResult(counts, cache_file, False, prompt_only)

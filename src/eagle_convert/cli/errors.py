@@ -11,6 +11,7 @@ import textwrap
 import click
 
 from ..errors import EagleConvertError, options_spelled_for_cli
+from ..io import interrupts
 
 EXIT_ERROR, EXIT_GATE = 1, 3  # 2, a usage error, is click's own exit code
 
@@ -29,6 +30,7 @@ def handle_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        interrupts.forget_outputs()
         with options_spelled_for_cli():
             return _run(fn, args, kwargs)
 
@@ -48,8 +50,7 @@ def _run(fn, args, kwargs):
         _fail(kwargs, f"error: {exc}. Nothing was written; fix the cause (free space, permissions) and retry.",
               type(exc).__name__)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP turned into Interrupted (interrupts.py)
-        name = getattr(exc, "signal_name", None)
-        click.echo(f"interrupted{f' by {name}' if name else ''}: nothing was written.", err=True)
+        click.echo(interrupts.interrupted_line(getattr(exc, "signal_name", None)), err=True)
         sys.exit(getattr(exc, "exit_code", 130))
 
 

@@ -19,6 +19,14 @@ def _api():
     return api
 
 
+def _signals():
+    """SIGINT, SIGTERM and SIGHUP handled as convert handles them (io/interrupts.py): staged output removed, one
+    line said, and, while the corpus is read and tokenized, an exit at once."""
+    from ..io.interrupts import handled_signals
+
+    return handled_signals()
+
+
 def _emit(as_json: bool, payload: dict, human: list[str]) -> None:
     click.echo(json.dumps(payload, indent=2, default=str) if as_json else "\n".join(human))
 
@@ -86,7 +94,8 @@ def build(target, prompts, sizes, compat, fmt, max_length, cache_dir, quiet, out
     """Count the corpus the --compat trainer's way and write its map for every -n."""
     api = _api()
     settings = api.CountSettings(compat, max_length, cache_dir, progress=not quiet and not as_json)
-    result = api.vocab_build(target, prompts, list(sizes), settings, api.MapOutput(out, fmt, force, apply_to))
+    with _signals():
+        result = api.vocab_build(target, prompts, list(sizes), settings, api.MapOutput(out, fmt, force, apply_to))
     c = result.counts
     source = f"cached counts ({c['cache_file']})" if c["cache_used"] else f"counted now, cached in {c['cache_file']}"
     lines = [f"{compat}: {c['tokens']} tokens counted in {c['samples']} samples, {c['distinct']} distinct ids; "
@@ -178,7 +187,8 @@ def coverage(target, prompts, sizes, compat, corpus, map_file, from_format, head
     progress = not quiet and not as_json
     counting = api.CountSettings(compat, max_length, cache_dir, progress=progress) if sizes else None
     sources = api.CoverageSources(tuple(sizes), counting, corpus, map_file, from_format, head)
-    report = api.vocab_coverage(target, prompts, sources, max_new_tokens=max_new_tokens, progress=progress)
+    with _signals():
+        report = api.vocab_coverage(target, prompts, sources, max_new_tokens=max_new_tokens, progress=progress)
     _emit(as_json, report.to_dict(), coverage_lines(report.to_dict()))
 
 

@@ -13,7 +13,15 @@ a signal, and the writers stop within a chunk.
 
 Handlers are installed only by the CLI, in the main thread (`handled_signals`), and the previous ones (and wakeup
 fd) restored after; a library caller keeps its own. A signal ignored when the command started (nohup, a background
-job) stays ignored."""
+job) stays ignored.
+
+Native calls that hold the GIL (a tokenizer encoding a long line: seconds, in one call) keep even the main thread
+from running its handler, so a Ctrl-C there waited for the call to return (40 s and more while `vocab-map build`
+counted). Work that writes nothing and leaves nothing behind runs inside `immediate()`: a signal there ends the
+process at once by its default action, as SIGTERM did before the CLI handled it.
+
+A signal that lands after an output was moved into place must not be reported as "nothing was written": staging.py
+records each output it completes (`output_complete`), and `interrupted_line` says which are whole."""
 
 from __future__ import annotations
 
@@ -33,6 +41,7 @@ _received: list[int] = []  # signals received while handled_signals() was active
 _wakeup: list[int] = []  # the read end of the wakeup pipe, while handled_signals() is active
 _lock = threading.Lock()
 _shielded = [0]  # > 0 while the main thread is in shielded(): a signal is recorded, and raised by check() after
+_completed: list[Path] = []  # outputs moved into place since forget_outputs(): whole, whatever comes after
 
 
 class Interrupted(KeyboardInterrupt):
@@ -125,6 +134,45 @@ def handled_signals() -> Iterator[None]:
         os.close(read_end)
         os.close(write_end)
         _received.clear()
+
+
+@contextlib.contextmanager
+def immediate() -> Iterator[None]:
+    """While inside, a signal handled_signals() handles ends the process at once (the signal's default action: no
+    message, the exit status a shell reports as 128 + the signal), instead of waiting for the main thread's next
+    bytecode. Only for work that has written nothing and has nothing to clean up (reading and tokenizing input).
+    A no-op where handled_signals() is not active: a library caller keeps its own handlers."""
+    if not _wakeup or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    ours = [signum for signum in HANDLED if signal.getsignal(signum) is _handler]
+    check()  # one that came before: handled as usual
+    try:
+        for signum in ours:
+            signal.signal(signum, signal.SIG_DFL)
+        yield
+    finally:
+        for signum in ours:
+            signal.signal(signum, _handler)
+
+
+def output_complete(path: Path) -> None:
+    """`path` was moved into place whole (staging.py): an interrupt after this must not say nothing was written."""
+    _completed.append(Path(path))
+
+
+def forget_outputs() -> None:
+    """A new command starts: no output of it is complete yet."""
+    _completed.clear()
+
+
+def interrupted_line(signal_name: str | None) -> str:
+    """The one line said on an interrupt: nothing was written, or which outputs are complete and where."""
+    by = f" by {signal_name}" if signal_name else ""
+    if not _completed:
+        return f"interrupted{by}: nothing was written."
+    where = ", ".join(str(p) for p in _completed)
+    return f"interrupted{by} after the output was complete: {where} is whole and in place."
 
 
 TEST_PAUSE = "EAGLE_CONVERT_TEST_PAUSE"  # tests only, off by default: "<point>:<folder>" (see pause_for_test)

@@ -41,6 +41,8 @@ def staged_output(out: Path, force: bool) -> Iterator[Path]:
         interrupts.check()  # never a finished output after a signal, even one whose exception was lost
         (staging / STAGING_OWNER).unlink()
         _move_into_place(staging, out, force, out.parent / f".{out.name}.eagle-convert-{tag}.old")
+        interrupts.output_complete(out)
+        pause_for_test("renamed")  # tests: a signal after the output is whole must say so
     except BaseException:
         with interrupts.shielded():  # a second Ctrl-C or SIGTERM must not cut the cleanup short
             shutil.rmtree(staging, ignore_errors=True)
