@@ -78,6 +78,7 @@ from ..spec import DraftSpec
 from .chat import ChatTokenizer, load_eos_token_ids
 from .prompts import BUILTIN_PROMPTS, Prompt, PromptFileError, check_prompt_fits, load_prompts  # noqa: F401 (re-exported)
 from .report import BenchReport, PromptReport  # noqa: F401 (re-exported)
+from .unknown_tokens import warn_mostly_unknown
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}
@@ -160,6 +161,10 @@ def open_session(target_path: str | Path, prompts, *, chat_template: str = "auto
     tokenizer = ChatTokenizer.from_dir(target_path) if needs_text else None
     use_template = tokenizer is not None and chat_template == "auto" and tokenizer.chat_template is not None
     eos = () if ignore_eos else (tokenizer.eos_token_ids if tokenizer else load_eos_token_ids(target_path))
+    if tokenizer is not None:  # the user's texts alone (no template around them): does the tokenizer read them?
+        texts = [(p.id, tokenizer.tokenizer.encode("\n".join(p.turns), add_special_tokens=False).ids)
+                 for p in prompts if p.token_ids is None]
+        warn_mostly_unknown(tokenizer.tokenizer, texts, "prompts")
     return Session(str(target_path), prompts, tokenizer, use_template, tuple(eos))
 
 
