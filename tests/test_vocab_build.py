@@ -36,7 +36,8 @@ def build(tmp_path, *args):
                                      *map(str, args)], catch_exceptions=False)
 
 
-def test_one_pass_serves_every_n_and_the_cache_says_so(tmp_path):
+def test_one_pass_serves_every_n_and_the_cache_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAGLE_CONVERT_PROGRESS_EVERY", "0")  # progress lines even for a count this short
     _setup(tmp_path)
     first = build(tmp_path, "-n", 3, "-n", 10, "--compat", "specforge", "-o", tmp_path / "a")
     assert first.exit_code == 0 and "counted now" in first.output and "counting tokens" in first.stderr
