@@ -18,6 +18,7 @@ from ..engines.vllm_needs import cpu_needs
 from ..engines.vllm_offline import VllmOffline, find_python, llm_args
 from ..engines.vllm_server import ServerEngine
 from ..errors import EngineError, LayoutError
+from ..io.progress import announce
 from ..io.source import LocalSource
 from ..runner.trees.shapes import TreeShape
 from ..targets import family_for
@@ -99,6 +100,7 @@ def _bench_offline(target: str, draft: str, session: Session, decode: DecodeSett
         spec_kwargs = {**common, "speculative_config": prepared.speculative_config(decode.k)}
         on_cpu = cpu_needs(config).for_worker(config)  # the target family's needs on vLLM's CPU build
         with VllmOffline(python, spec_kwargs, what="vLLM (speculative decoding)", on_cpu=on_cpu) as engine:
+            announce("starting vLLM (speculative decoding)", enabled=progress)
             info = engine.start()
             if info.get("speculative_config") is None:
                 raise EngineError("vLLM started without speculative decoding.",
@@ -107,6 +109,7 @@ def _bench_offline(target: str, draft: str, session: Session, decode: DecodeSett
         baseline_info = {}
         if baseline:
             with VllmOffline(python, common, what="vLLM (plain decoding, the baseline)", on_cpu=on_cpu) as plain:
+                announce("starting vLLM (plain decoding, the baseline)", enabled=progress)
                 baseline_info = plain.start()
                 run_baseline(run, plain, eos=session.eos, progress=progress, **request)
     settings = _settings(target, session, decode, info, baseline=baseline, draft_kind=prepared.head.spec.kind,

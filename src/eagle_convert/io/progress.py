@@ -83,6 +83,12 @@ def tracked(items: Iterable[T], what: str, unit: str, *, enabled: bool = True) -
             shown.update()
 
 
+def announce(step: str, *, enabled: bool = True) -> None:
+    """One line before a single step that takes long and has no count to show (an engine starting: tens of s)."""
+    if enabled:
+        print(f"{step} ...", file=sys.stderr, flush=True)
+
+
 def _is_terminal(stream: TextIO) -> bool:
     try:
         return stream.isatty()
