@@ -52,6 +52,11 @@ def test_the_demo_tokenizer_keeps_the_t_words_ids(targets):
     assert max(tok.get_vocab().values()) == DEMO_CONFIG.vocab_size - 1 and tok.get_vocab_size() == 512
 
 
+def test_the_demo_target_takes_the_readmes_longest_context_bucket():
+    # README: `bench --context-lengths 1k,2k,4k,8k` with the default 256 new tokens
+    assert DEMO_CONFIG.hf_config()["max_position_embeddings"] >= 8000 + 256
+
+
 def test_the_demo_template_has_the_assistant_turns_specforge_needs(targets):
     assert assistant_markers(ChatTokenizer.from_dir(targets / "demo")) == ("<|assistant|> ", "</s> ")
     with pytest.raises(TemplateMarkerError):  # control: the bare template has no assistant header

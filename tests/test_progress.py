@@ -127,3 +127,13 @@ def test_vocab_map_build_and_coverage_json_report_progress(pair, every_step, tmp
     assert cover.exit_code == 0, cover.stderr
     assert json.loads(cover.stdout)
     assert progress_lines(cover.stderr, "greedy stream")[-1].startswith("greedy stream: done 3/3 prompts")
+
+
+def test_convert_mtp_json_reports_tensors_written(every_step, tmp_path):
+    from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
+
+    build_mtp_target(tmp_path / "mimo", MtpFixture("mimo"))
+    run = cli("convert", "--mtp", tmp_path / "mimo", "-o", tmp_path / "out", "--json")
+    assert run.exit_code == 0, run.stderr
+    assert json.loads(run.stdout)
+    assert progress_lines(run.stderr, "writing tensors")[-1].startswith("writing tensors: done 16/16 tensors")

@@ -59,8 +59,10 @@ class TinyConfig:
 
 
 # The demo pair's shapes (`eagle-convert demo`, the README's Python example): one layer, small enough to run in seconds;
-# 512 ids hold the text tokenizer (t<i> words, role headers, characters).
-DEMO_CONFIG = TinyConfig(hidden_size=64, num_hidden_layers=1, vocab_size=512, text_tokenizer=True)
+# 512 ids hold the text tokenizer (t<i> words, role headers, characters); 16k positions take the README's
+# `--context-lengths 1k,2k,4k,8k` with its 256 new tokens.
+DEMO_CONFIG = TinyConfig(hidden_size=64, num_hidden_layers=1, vocab_size=512, text_tokenizer=True,
+                         extra={"max_position_embeddings": 16384})
 
 def _rand(gen: torch.Generator, *shape: int, scale: float = 0.05) -> torch.Tensor:
     return torch.randn(*shape, generator=gen) * scale
