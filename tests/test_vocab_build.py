@@ -61,7 +61,7 @@ def test_modelopt_counts_prompt_only_rows_and_keeps_frequency_order(tmp_path):
     _setup(tmp_path)
     run = build(tmp_path, "-n", 4, "--compat", "modelopt", "-o", tmp_path / "m", "--json")
     assert run.exit_code == 0
-    report = json.loads(run.output)
+    report = json.loads(run.stdout)
     assert report["counts"]["prompt_only_rows"] == 1 and report["maps"][0]["ascending"] is False
     ids = (read_stored(tmp_path / "m" / "d2t-4.pt").d2t + torch.arange(4)).tolist()
     assert ids[0] in (3, 5)  # the most frequent template tokens (user marker t3 / end of turn t5) come first
