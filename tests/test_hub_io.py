@@ -75,7 +75,7 @@ def ranges_dir(home):
 
 
 def test_repo_ids_and_local_folders_win(tmp_path, monkeypatch):
-    """The one parser production uses: strict Hub spelling, a local folder wins (and says it shadows a repo id),
+    """The one parser production uses: strict Hub spelling, a local folder wins (and is never called a repo id),
     anything else is refused before any request (no server runs here: a request would fail differently)."""
     monkeypatch.chdir(tmp_path)
     assert is_repo_id("org/name") and is_repo_id("meta-llama/Llama-3.1-8B") and is_repo_id("a/" + "b" * 96)
@@ -87,7 +87,7 @@ def test_repo_ids_and_local_folders_win(tmp_path, monkeypatch):
     make_target(tmp_path / "org" / "name", TinyConfig())
     ref = open_input("org/name")
     assert ref.local_dir.resolve() == tmp_path / "org" / "name" and ref.repo_id is None
-    assert any("also looks like a repo id" in note for note in ref.notes)
+    assert not any("repo id" in note for note in ref.notes)  # a folder that exists is never called a repo id
 
 
 def test_resolve_is_one_info_request(env):

@@ -67,7 +67,7 @@ def test_mtp_from_target_flag_is_the_target_as_draft(mimo):
     result = bench_cli("--target", mimo["target"], "--mtp-from-target", "-k", K, "--max-new-tokens", 8,
                        "--ignore-eos", "--prompts", mimo["prompts"], "--json", "--no-baseline")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["settings"]["draft_kind"] == "mtp"
+    assert json.loads(result.stdout)["settings"]["draft_kind"] == "mtp"
     both = bench_cli("--target", mimo["target"], "--mtp-from-target", "--draft", mimo["extracted"])
     assert both.exit_code == 2 and "--mtp-from-target and --draft name two drafts" in both.output
 

@@ -36,7 +36,8 @@ def build(tmp_path, *args):
                                      *map(str, args)], catch_exceptions=False)
 
 
-def test_one_pass_serves_every_n_and_the_cache_says_so(tmp_path):
+def test_one_pass_serves_every_n_and_the_cache_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("EAGLE_CONVERT_PROGRESS_EVERY", "0")  # progress lines even for a count this short
     _setup(tmp_path)
     first = build(tmp_path, "-n", 3, "-n", 10, "--compat", "specforge", "-o", tmp_path / "a")
     assert first.exit_code == 0 and "counted now" in first.output and "counting tokens" in first.stderr
@@ -60,7 +61,7 @@ def test_modelopt_counts_prompt_only_rows_and_keeps_frequency_order(tmp_path):
     _setup(tmp_path)
     run = build(tmp_path, "-n", 4, "--compat", "modelopt", "-o", tmp_path / "m", "--json")
     assert run.exit_code == 0
-    report = json.loads(run.output)
+    report = json.loads(run.stdout)
     assert report["counts"]["prompt_only_rows"] == 1 and report["maps"][0]["ascending"] is False
     ids = (read_stored(tmp_path / "m" / "d2t-4.pt").d2t + torch.arange(4)).tolist()
     assert ids[0] in (3, 5)  # the most frequent template tokens (user marker t3 / end of turn t5) come first

@@ -10,6 +10,7 @@ import jinja2
 
 from .benchmark.chat import ChatTokenizer
 from .benchmark.token_counts import CountSettings, count_tokens
+from .benchmark.unknown_tokens import warn_unknown_counts
 from .checkpoint.open import open_input
 from .conversion.converter import ConversionResult, convert
 from .errors import EagleConvertError
@@ -115,6 +116,7 @@ def vocab_build(target: str, prompts: str, sizes: list[int], settings: CountSett
         raise VocabMapError(f"The target's chat template could not render the corpus: {error}.",
                             "Give a target folder whose tokenizer_config.json (or chat_template.jinja) holds its "
                             "chat template.") from error
+    warn_unknown_counts(ChatTokenizer.from_dir(folder).tokenizer, counted.counts.counts, str(prompts))
     maps = [select(counted.counts, n, vocab, settings.compat, _special_ids(folder)) for n in sizes]
     files, applied = _write(maps, output, fmt, [folder, Path(prompts)], describes_head=False)
     counts = {**{k: v for k, v in counted.counts.as_json().items() if k not in ("ids", "counts")},

@@ -77,6 +77,11 @@ class EagleConvertError(Exception):
         return f"{self.message} {self.hint}".strip()
 
 
+class InputWarning(UserWarning):
+    """Input the run can go on with but whose results it makes doubtful (warnings.warn: Python callers filter it as
+    any warning; the CLI prints it as a `warning:` paragraph on stderr)."""
+
+
 class LayoutError(EagleConvertError, ValueError):
     """The checkpoint's layout is not one we recognise, or is inconsistent with itself."""
 

@@ -23,6 +23,7 @@ from .documents import Document, DocumentsError, builtin_documents, load_documen
 from .prompts import Prompt
 from .report import BenchReport, PromptReport
 from .settings import ContextSettings
+from .unknown_tokens import warn_mostly_unknown
 
 SENTINEL = "\x00EAGLE-CONVERT-DOCUMENT\x00"
 
@@ -97,6 +98,7 @@ def bucket_prompts(target: str | Path, documents: list[Document], context: Conte
                              "Lower --documents-per-bucket or give more documents.")
     framed = [(doc, *_frame(tokenizer, use_template, doc.question),
                tokenizer.tokenizer.encode(doc.text, add_special_tokens=False).ids) for doc in chosen]
+    warn_mostly_unknown(tokenizer.tokenizer, [(doc.id, ids) for doc, _, _, ids in framed], "documents")
     longest, short = context.lengths[-1], []
     for doc, before, after, ids in framed:
         if len(before) + len(ids) + len(after) < longest:

@@ -18,6 +18,7 @@ from ..engines.vllm_needs import cpu_needs
 from ..engines.vllm_offline import VllmOffline, find_python, llm_args
 from ..engines.vllm_server import ServerEngine
 from ..errors import EngineError, LayoutError
+from ..io.progress import announce
 from ..io.source import LocalSource
 from ..runner.trees.shapes import TreeShape
 from ..targets import family_for
@@ -71,7 +72,7 @@ def bench_engine(target: str, draft: str | None, decode: DecodeSettings, engine:
     before_run()
     session = open_session(target, decode.prompts, chat_template=decode.chat_template, ignore_eos=decode.ignore_eos)
     if engine.url is not None:
-        return bench_server(target, draft, session, decode, engine, dtype=dtype)
+        return bench_server(target, draft, session, decode, engine, dtype=dtype, progress=progress)
     report = _bench_offline(target, draft, session, decode, python=python, tp=engine.tensor_parallel_size,
                             extra=extra, dtype=dtype, baseline=baseline, progress=progress, drop=drop, hub=hub)
     check_lossless(report)
@@ -99,16 +100,18 @@ def _bench_offline(target: str, draft: str, session: Session, decode: DecodeSett
         spec_kwargs = {**common, "speculative_config": prepared.speculative_config(decode.k)}
         on_cpu = cpu_needs(config).for_worker(config)  # the target family's needs on vLLM's CPU build
         with VllmOffline(python, spec_kwargs, what="vLLM (speculative decoding)", on_cpu=on_cpu) as engine:
+            announce("starting vLLM (speculative decoding)", enabled=progress)
             info = engine.start()
             if info.get("speculative_config") is None:
                 raise EngineError("vLLM started without speculative decoding.",
                                   "Check the --engine-arg values: none may turn speculation off.")
-            run = run_conversations(session, engine, shape, progress=progress, **request)
+            run = run_conversations(session, engine, shape, progress=progress, what="bench (vLLM)", **request)
         baseline_info = {}
         if baseline:
             with VllmOffline(python, common, what="vLLM (plain decoding, the baseline)", on_cpu=on_cpu) as plain:
+                announce("starting vLLM (plain decoding, the baseline)", enabled=progress)
                 baseline_info = plain.start()
-                run_baseline(run, plain, eos=session.eos, **request)
+                run_baseline(run, plain, eos=session.eos, progress=progress, **request)
     settings = _settings(target, session, decode, info, baseline=baseline, draft_kind=prepared.head.spec.kind,
                          aux_layer_ids=prepared.head.spec.aux_layer_ids)
     block = {"name": "vllm", "mode": "offline", "version": info["version"], "python": python, "tp": info["tp"],
@@ -122,12 +125,13 @@ def _bench_offline(target: str, draft: str, session: Session, decode: DecodeSett
 
 
 def bench_server(target: str, draft: str | None, session: Session, decode: DecodeSettings, engine: EngineOptions, *,
-                 dtype: str) -> BenchReport:
+                 dtype: str, progress: bool = False) -> BenchReport:
     server = ServerEngine(engine.url, strict=engine.strict, warn=engine.warn)
     info = server.open(decode.k)
     kind = _draft_kind(draft, session.target_path) if draft else "served"
     run = run_conversations(session, server, TreeShape.chain(decode.k), max_new_tokens=decode.max_new_tokens,
-                            temperature=decode.temperature, seed=decode.seed)
+                            temperature=decode.temperature, seed=decode.seed, progress=progress,
+                            what="bench (vLLM server)")
     # A server does not say which dtype it runs: --dtype declares it (so --compare can gate fp32 greedy).
     declared = None if dtype == "auto" else dtype
     block = {"name": "vllm", "mode": "server", "url": server.url, "version": info["version"], "model": info["model"],

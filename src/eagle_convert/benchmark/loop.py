@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..engines.base import Generation, add_counters, zero_counters
+from ..io.progress import Progress, tracked
 from ..runner.metrics import AcceptanceStats
 from ..runner.trees.shapes import TreeShape
 from .report import BenchReport, PromptReport
@@ -45,37 +45,45 @@ def without_eos(tokens: list[int], eos: Sequence[int]) -> list[int]:
 
 
 def run_conversations(session: Session, engine: Engine, shape: TreeShape, *, max_new_tokens: int,
-                      temperature: float, seed: int, progress: bool = False) -> EngineRun:
+                      temperature: float, seed: int, progress: bool = False, what: str = "bench") -> EngineRun:
     run = EngineRun()
     eos = session.eos
-    bar = progress_bar(session.prompts, enabled=progress)
-    for prompt in bar:
-        messages: list[dict] = []
-        item = PromptReport(prompt.id, [], AcceptanceStats.from_accepted(shape.levels, []), [], 0.0,
-                            category=prompt.category)
-        sent, outs = [], []
-        for turn in prompt.turns:
-            messages.append({"role": "user", "content": turn})
-            ids = session.encode_turn(messages, prompt, max_new_tokens)
-            item.prompt_tokens.append(len(ids))
-            item.prompt_ids_sha256.append(hashlib.sha256(json.dumps(ids).encode()).hexdigest())
-            out = engine.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                                  stop_token_ids=eos)
-            sent.append(ids)
-            outs.append(out)
-            item.wall_time_s += out.seconds
-            item.output_token_ids.append(out.tokens)
-            out.record_rounds(item)
-            if session.tokenizer is not None:  # later turns see the engine's own answer
-                answer = session.tokenizer.decode(without_eos(out.tokens, eos))
-                messages.append({"role": "assistant", "content": answer})
-        item.stats = type(outs[0]).prompt_stats(shape, outs)
-        run.prompts.append(item)
-        run.turn_ids.append(sent)
-        run.generations.append(outs)
-        if hasattr(bar, "set_postfix"):
-            bar.set_postfix(tau=f"{_merged_tau(run, shape):.2f}")
+    with Progress(what, len(session.prompts), "prompt", enabled=progress) as shown:
+        for prompt in session.prompts:
+            _run_prompt(session, engine, shape, prompt, run, max_new_tokens=max_new_tokens, temperature=temperature,
+                        seed=seed, eos=eos)
+            if progress:
+                shown.note(tau=f"{_merged_tau(run, shape):.2f}")
+            shown.update()
     return run
+
+
+def _run_prompt(session: Session, engine: Engine, shape: TreeShape, prompt, run: EngineRun, *, max_new_tokens: int,
+                temperature: float, seed: int, eos: tuple[int, ...]) -> None:
+    """One conversation, turn by turn, appended to `run`."""
+    messages: list[dict] = []
+    item = PromptReport(prompt.id, [], AcceptanceStats.from_accepted(shape.levels, []), [], 0.0,
+                        category=prompt.category)
+    sent, outs = [], []
+    for turn in prompt.turns:
+        messages.append({"role": "user", "content": turn})
+        ids = session.encode_turn(messages, prompt, max_new_tokens)
+        item.prompt_tokens.append(len(ids))
+        item.prompt_ids_sha256.append(hashlib.sha256(json.dumps(ids).encode()).hexdigest())
+        out = engine.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                              stop_token_ids=eos)
+        sent.append(ids)
+        outs.append(out)
+        item.wall_time_s += out.seconds
+        item.output_token_ids.append(out.tokens)
+        out.record_rounds(item)
+        if session.tokenizer is not None:  # later turns see the engine's own answer
+            answer = session.tokenizer.decode(without_eos(out.tokens, eos))
+            messages.append({"role": "assistant", "content": answer})
+    item.stats = type(outs[0]).prompt_stats(shape, outs)
+    run.prompts.append(item)
+    run.turn_ids.append(sent)
+    run.generations.append(outs)
 
 
 def _merged_tau(run: EngineRun, shape: TreeShape) -> float:
@@ -84,10 +92,11 @@ def _merged_tau(run: EngineRun, shape: TreeShape) -> float:
 
 
 def run_baseline(run: EngineRun, engine: Engine, *, max_new_tokens: int, temperature: float, seed: int,
-                 eos: tuple[int, ...]) -> float:
+                 eos: tuple[int, ...], progress: bool = False) -> float:
     """Plain decoding of the same ids, turn by turn, into each prompt's baseline fields; returns the seconds."""
     total = 0.0
-    for item, sent in zip(run.prompts, run.turn_ids):
+    pairs = list(zip(run.prompts, run.turn_ids))
+    for item, sent in tracked(pairs, "baseline (plain decoding)", "prompt", enabled=progress):
         item.baseline_output_token_ids, item.baseline_wall_time_s = [], 0.0
         for ids in sent:
             out = engine.generate(ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed + 1,
@@ -110,13 +119,3 @@ def counters_block(run: EngineRun, k: int) -> dict:
     for counters in per_prompt:
         overall = add_counters(overall, counters)
     return {"overall": overall, "prompts": [{"id": p.id, **c} for p, c in zip(run.prompts, per_prompt)]}
-
-
-def progress_bar(items: list, enabled: bool):
-    if not enabled:
-        return items
-    try:
-        from tqdm import tqdm
-    except ImportError:  # tqdm is a dependency, but a bar is not worth failing for
-        return items
-    return tqdm(items, desc="bench", unit="prompt", file=sys.stderr)

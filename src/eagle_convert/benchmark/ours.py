@@ -67,7 +67,7 @@ def bench_target(target: Checkpoint, head: Head, decode: DecodeSettings, shape: 
         ref_spec, ref_get = reference
         ref_model = model.with_aux_layer_ids(aux_layer_ids_for(ref_spec, num_layers))
         report.reference = _bench_head(session, ref_model, ref_spec, ref_get, shape, decode, baseline=False,
-                                       progress=progress, hot_token_ids=hot_token_ids)
+                                       progress=progress, hot_token_ids=hot_token_ids, what="bench (reference draft)")
         report.reference.settings = settings(ref_spec, ref_model, False)
     check_lossless(report)
     return report
@@ -75,7 +75,7 @@ def bench_target(target: Checkpoint, head: Head, decode: DecodeSettings, shape: 
 
 def _bench_head(session: Session, target: TargetModel, spec: DraftSpec, get_tensor, shape: TreeShape,
                 decode: DecodeSettings, *, baseline: bool, progress: bool,
-                hot_token_ids: torch.Tensor | None = None) -> BenchReport:
+                hot_token_ids: torch.Tensor | None = None, what: str = "bench") -> BenchReport:
     check_sizes(spec, target.config.hidden_size, target.config.vocab_size, session.target_path)
     head = build_draft_head(spec, get_tensor, target_embedding=target.embed_weight,
                             target_lm_head=target.lm_head_weight, dtype=target.dtype, device=target.device,
@@ -90,9 +90,9 @@ def _bench_head(session: Session, target: TargetModel, spec: DraftSpec, get_tens
     for runner in filter(None, (engine, plain)):
         runner.reserve(longest)
         runner.warm_up(first_turns[0], stop_token_ids=session.eos, **request)
-    run = run_conversations(session, engine, shape, progress=progress, **request)
+    run = run_conversations(session, engine, shape, progress=progress, what=what, **request)
     if plain is not None:
-        run_baseline(run, plain, eos=session.eos, **request)
+        run_baseline(run, plain, eos=session.eos, progress=progress, **request)
     return BenchReport(settings={}, prompts=run.prompts)
 
 

@@ -77,7 +77,9 @@ from ..runner.trees.shapes import TreeShape
 from ..spec import DraftSpec
 from .chat import ChatTokenizer, load_eos_token_ids
 from .prompts import BUILTIN_PROMPTS, Prompt, PromptFileError, check_prompt_fits, load_prompts  # noqa: F401 (re-exported)
+from .prompts import _prompt as prompt_from_row
 from .report import BenchReport, PromptReport  # noqa: F401 (re-exported)
+from .unknown_tokens import warn_mostly_unknown
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}
@@ -171,13 +173,32 @@ def open_session(target_path: str | Path, prompts, *, chat_template: str = "auto
     elif isinstance(prompts, (str, Path)):
         prompts = load_prompts(prompts)
     else:
-        prompts = [p if isinstance(p, Prompt) else Prompt(str(i), (p,)) for i, p in enumerate(prompts, start=1)]
+        prompts = [_as_prompt(p, i) for i, p in enumerate(prompts, start=1)]
     # Pre-tokenized prompts need no tokenizer (a target without tokenizer files can still be benched).
     needs_text = any(p.token_ids is None for p in prompts)
     tokenizer = ChatTokenizer.from_dir(target_path) if needs_text else None
     use_template = tokenizer is not None and chat_template == "auto" and tokenizer.chat_template is not None
     eos = () if ignore_eos else (tokenizer.eos_token_ids if tokenizer else load_eos_token_ids(target_path))
+    if tokenizer is not None:  # the user's texts alone (no template around them): does the tokenizer read them?
+        texts = [(p.id, tokenizer.tokenizer.encode("\n".join(p.turns), add_special_tokens=False).ids)
+                 for p in prompts if p.token_ids is None]
+        warn_mostly_unknown(tokenizer.tokenizer, texts, "prompts")
     return Session(str(target_path), prompts, tokenizer, use_template, tuple(eos))
+
+
+def _as_prompt(item: Prompt | str | dict, number: int) -> Prompt:
+    """A Python caller's prompt: a Prompt, a string (one turn), or a dict read as a prompts-file line reads (else a
+    dict's repr would be the prompt text)."""
+    if isinstance(item, Prompt):
+        return item
+    if not isinstance(item, dict):
+        return Prompt(str(number), (item,))
+    try:
+        return prompt_from_row(item, number)
+    except (ValueError, KeyError, TypeError) as error:
+        raise PromptFileError(f"prompts[{number - 1}] is not a prompt ({error}).",
+                              'Give {"prompt": "..."}, {"turns": ["..."]} or {"prompt_ids": [1, 2, ...]}, a string or '
+                              "a Prompt.") from error
 
 
 def run_bench(target_path: str | Path | Checkpoint, draft_spec: DraftSpec,

@@ -6,18 +6,19 @@ answers, so they are not run."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from ..io.interrupts import immediate
+from ..io.progress import Progress
 from ..runner.speculate import plain_generate
 from .chat import ChatTokenizer
 from .prompts import PromptFileError
 from .session import load_target
 from .token_counts import read_conversations
+from .unknown_tokens import warn_mostly_unknown
 
 
 @dataclass(frozen=True)
@@ -53,14 +54,16 @@ def first_turn(messages: list[dict]) -> list[dict]:
 def greedy_stream(target: str | Path, prompts: str | Path, max_new_tokens: int, *, progress: bool = False) -> Stream:
     chat = ChatTokenizer.from_dir(target)
     with immediate():  # nothing written yet; encoding a long prompt is one GIL-holding call: Ctrl-C acts at once
-        encoded = [chat.encode_chat(first_turn(messages)) for messages in read_conversations(prompts)]
+        turns = [first_turn(messages) for messages in read_conversations(prompts)]
+        warn_mostly_unknown(chat.tokenizer, [(f"row {n}", chat.tokenizer.encode(turn[-1]["content"],
+                                                                                add_special_tokens=False).ids)
+                                             for n, turn in enumerate(turns, start=1)], "prompts")
+        encoded = [chat.encode_chat(turn) for turn in turns]
     model = load_target(target, dtype=torch.float32, device="cpu")
     rows = []
-    for index, ids in enumerate(encoded):
-        rows.append(tuple(plain_generate(model, ids, max_new_tokens=max_new_tokens, eos_ids=chat.eos_token_ids)))
-        if progress:
-            print(f"\rstream: {index + 1}/{len(encoded)} prompts, {sum(map(len, rows))} tokens", end="", flush=True,
-                  file=sys.stderr)
-    if progress:
-        print(file=sys.stderr)
+    with Progress("greedy stream", len(encoded), "prompt", enabled=progress) as shown:
+        for ids in encoded:
+            rows.append(tuple(plain_generate(model, ids, max_new_tokens=max_new_tokens, eos_ids=chat.eos_token_ids)))
+            shown.note(tokens=sum(map(len, rows)))
+            shown.update()
     return Stream(tuple(rows), max_new_tokens)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from itertools import product
 
+from ..io.progress import Progress
 from ..kinds import KINDS
 from ..runner.trees.shapes import TreeOptions, TreeShape, dynamic_tree, static_tree
 
@@ -55,30 +56,36 @@ def _row(name: str, shape: dict, data: dict, baseline_rate: float | None) -> dic
 
 
 def run_sweep(target: str, draft: str, *, k: int, prompts, num_prompts: int, shapes: list[TreeShape] | None = None,
-              **bench_kwargs) -> dict:
-    """Bench the chain and every shape; returns {baseline_tokens_per_s, rows, best, best_static}."""
+              progress: bool = False, **bench_kwargs) -> dict:
+    """Bench the chain and every shape; returns {baseline_tokens_per_s, rows, best, best_static}. `progress`: a
+    step per shape on stderr (the benches inside are silent)."""
     from .ours import targets_loaded_once  # torch model code loads only when a sweep runs
     from .session import BUILTIN_PROMPTS, load_prompts
 
     subset = (list(BUILTIN_PROMPTS) if prompts is None else load_prompts(prompts) if isinstance(prompts, str)
               else list(prompts))[:num_prompts]
     with targets_loaded_once():  # one target load for the whole grid
-        return _sweep(target, draft, k=k, subset=subset, shapes=shapes, **bench_kwargs)
+        shapes = shapes if shapes is not None else sweep_shapes()
+        with Progress("tree sweep", len(shapes) + 1, "shape", enabled=progress) as shown:
+            return _sweep(target, draft, k=k, subset=subset, shapes=shapes, shown=shown, **bench_kwargs)
 
 
-def _sweep(target: str, draft: str, *, k: int, subset: list, shapes: list[TreeShape] | None, **bench_kwargs) -> dict:
+def _sweep(target: str, draft: str, *, k: int, subset: list, shapes: list[TreeShape], shown: Progress,
+           **bench_kwargs) -> dict:
     from .api import bench
 
     chain = bench(target, draft, k=k, prompts=subset, baseline=True, **bench_kwargs).to_dict()
+    shown.update()
     baseline_rate = chain["overall"]["baseline_tokens_per_s"]
     rows = [_row(f"chain k={k}", chain["settings"]["tree"], chain, baseline_rate)]
     flags = {rows[0]["shape"]: TreeShape.chain(k).serve_flags()}
-    for shape in shapes if shapes is not None else sweep_shapes():
+    for shape in shapes:
         data = bench(target, draft, k=k, prompts=subset, baseline=False, tree=_options(shape), **bench_kwargs)
         name = (f"dynamic T={shape.tokens} depth={shape.depth} top-k={shape.top_k}" if shape.mode == "dynamic"
                 else f"static {shape.source} ({shape.nodes} nodes)")
         rows.append(_row(name, shape.to_dict(), data.to_dict(), baseline_rate))
         flags[name] = shape.serve_flags()
+        shown.update()
     best = max(rows, key=lambda r: r["tokens_per_s"] or 0)
     servable = [r for r in rows if r["tree"]["mode"] in ("static", "chain")]
     best_static = max(servable, key=lambda r: r["tokens_per_s"] or 0)

@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import re
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 from ..errors import EagleConvertError
 from ..io.digest import hash_file_range
 from ..io.interrupts import immediate, shielded
+from ..io.progress import tracked
 from ..vocab.counts import TokenCounts
 from ..vocab.rules import SelectionRule, rule_for
 from .chat import ChatTokenizer
@@ -172,10 +172,7 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 def _progress(items: list, enabled: bool, what: str):
-    if not enabled:
-        return items
-    from tqdm import tqdm
-    return tqdm(items, desc=what, unit="conversation", file=sys.stderr)
+    return tracked(items, what, "conversation", enabled=enabled)
 
 
 def count_corpus(chat: ChatTokenizer, rows: list[list[dict]], settings: CountSettings) -> tuple[TokenCounts, int]:

@@ -64,12 +64,9 @@ def open_input(name: str | Path, *, revision: str | None = None, token: str | No
     ranked = role == "target" if ranked is None else ranked
     text = str(name)
     path = Path(text).expanduser()
-    if path.is_dir():
-        notes = []
-        if is_repo_id(text):
-            notes.append(f"{text!r} is a local folder and also looks like a repo id: using the local folder")
+    if path.is_dir():  # a folder that exists is that folder, however it is spelled (as transformers reads it)
         ckpt = open_checkpoint(LocalSource(path), ranked, pattern)
-        return InputRef(text, ckpt, path, notes=notes + list(ckpt.notes))
+        return InputRef(text, ckpt, path, notes=list(ckpt.notes))
     if is_repo_id(text) and not path.exists():
         from ..io.hub.source import open_repo_source  # imported late: huggingface_hub reads its environment at import
 

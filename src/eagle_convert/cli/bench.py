@@ -69,7 +69,8 @@ def _fmt(value, spec: str = ".3f") -> str:
               help="With --context-lengths: τ and per-position acceptance against length, FILE.svg (or .png with "
                    "matplotlib).")
 @click.option("--json", "as_json", is_flag=True, help="The full report (documented schema) on stdout.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (shown with --json too: stdout stays the "
+                                                    "report).")
 @tree_options
 @engine_options
 def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template,
@@ -106,7 +107,8 @@ def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperatur
         sweep = handle_errors(sweep_command)  # a bad --token-map is one paragraph here too
         return sweep(target, draft, k=k, prompts=prompts, num_prompts=tree_flags["sweep_prompts"], as_json=as_json,
                      max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, device=device, dtype=dtype,
-                     chat_template=chat_template, drop=drop, ignore_eos=ignore_eos, token_map=token_map)
+                     chat_template=chat_template, drop=drop, ignore_eos=ignore_eos, token_map=token_map,
+                     progress=not quiet)
 
     from ..benchmark.api import run
     from ..benchmark.compare import compare_table
@@ -124,7 +126,7 @@ def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperatur
     def go(as_json=as_json):
         longest = bench_max_model_len(max_model_len, context.lengths if context else (), max_new_tokens)
         options = dict(engine=engine, compare=with_engine and engine_flags["compare"], device=device, dtype=dtype,
-                       baseline=not no_baseline, progress=not quiet and not as_json and sys.stderr.isatty(), drop=drop,
+                       baseline=not no_baseline, progress=not quiet, drop=drop,
                        positions=PositionOptions(longest, allow_rope_mismatch))
         if context is not None:
             from ..benchmark.context_bench import run_context

@@ -7,10 +7,11 @@ import json
 import os
 import sys
 import textwrap
+import warnings
 
 import click
 
-from ..errors import EagleConvertError, options_spelled_for_cli
+from ..errors import EagleConvertError, InputWarning, options_spelled_for_cli
 from ..io import interrupts
 
 EXIT_ERROR, EXIT_GATE = 1, 3  # 2, a usage error, is click's own exit code
@@ -22,6 +23,23 @@ def paragraph(text: str) -> str:
     copied and searched for, and where lines break never depends on how long a path is."""
     label, _, rest = " ".join(text.split()).partition(" ")
     return textwrap.fill(rest, width=100, initial_indent=f"{label} ", break_on_hyphens=False, break_long_words=False)
+
+
+def show_input_warnings() -> None:
+    """The library's InputWarnings as `warning:` paragraphs on stderr, as they come; other warnings as Python shows
+    them. Once per process (each command's group callback calls it)."""
+    if getattr(warnings.showwarning, "shows_input_warnings", False):
+        return
+    python_way = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, InputWarning):
+            click.echo(paragraph(f"warning: {message}"), err=True)
+        else:
+            python_way(message, category, filename, lineno, file, line)
+
+    show.shows_input_warnings = True
+    warnings.showwarning = show
 
 
 def handle_errors(fn):

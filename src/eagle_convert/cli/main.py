@@ -13,7 +13,7 @@ from ..kinds import EAGLE1
 from ..layouts import LAYOUTS, output_layouts
 from ..layouts.registry import DEFAULT_OUTPUT_LAYOUTS, default_layouts_said
 from ..spec import FC_BIAS_MODES
-from .errors import handle_errors, paragraph
+from .errors import handle_errors, paragraph, show_input_warnings
 from .positions import allow_rope_mismatch_option, max_model_len_option, position_lines
 
 # The EAGLE-1 default's note (which vLLM refuses it) is said in --to's help.
@@ -50,6 +50,7 @@ def _note(lines, prefix: str) -> None:
 @click.version_option(__version__, prog_name="eagle-convert")
 def main() -> None:
     """Convert EAGLE draft heads into the layouts serving engines load, and prove they work (bench)."""
+    show_input_warnings()
 
 
 def hub_options(fn):
@@ -144,7 +145,7 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
                          max_shard_size=max_shard_size, fc_bias=fc_bias, verifier=verifier,
                          num_speculative_tokens=num_speculative_tokens, revision=revision,
                          target_revision=target_revision, token=token, offline=offline,
-                         progress=not quiet and not as_json, check_embedding=check_embedding,
+                         progress=not quiet, check_embedding=check_embedding,
                          target_pattern=target_pattern, target_lm_head=target_lm_head, target_embed=target_embed,
                          lm_head_from=lm_head_from, allow_nonfinite=allow_nonfinite, max_model_len=max_model_len,
                          allow_rope_mismatch=allow_rope_mismatch, token_map=token_map)

@@ -32,7 +32,7 @@ def convert_mtp(target, out, to, dequantize, k, max_shard_size, dry_run, force, 
     k = k if _given(ctx, "num_speculative_tokens") else 1  # one MTP layer drafts one token (MiMo, ERNIE: at most)
     settings = MtpSettings(to=to or "vllm", dequantize=dequantize, dry_run=dry_run, force=force,
                            max_shard_size=max_shard_size, num_speculative_tokens=k,
-                           revision=revision, token=token, offline=offline, progress=not quiet and not as_json)
+                           revision=revision, token=token, offline=offline, progress=not quiet)
     with handled_signals():
         result = extract_mtp(target, out, settings)
     for line in result.notes:

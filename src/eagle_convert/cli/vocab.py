@@ -87,13 +87,13 @@ def _with(options):
               help="Token limit per sample (truncated or dropped, as the producer does).")
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="Where counts are cached "
               "(default: $XDG_CACHE_HOME/eagle-convert/vocab-counts).")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @_with(_output)
 @handle_errors
 def build(target, prompts, sizes, compat, fmt, max_length, cache_dir, quiet, out, apply_to, force, as_json):
     """Count the corpus the --compat trainer's way and write its map for every -n."""
     api = _api()
-    settings = api.CountSettings(compat, max_length, cache_dir, progress=not quiet and not as_json)
+    settings = api.CountSettings(compat, max_length, cache_dir, progress=not quiet)  # stderr: --json's stdout stays
     with _signals():
         result = api.vocab_build(target, prompts, list(sizes), settings, api.MapOutput(out, fmt, force, apply_to))
     c = result.counts
@@ -169,7 +169,7 @@ def check(path, target, target_vocab_size, from_format, as_json):
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="Where counts are cached (as vocab-map build).")
 @click.option("--threads", type=click.IntRange(1), help="torch CPU threads (default: torch's choice).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @handle_errors
 def coverage(target, prompts, sizes, compat, corpus, map_file, from_format, head, max_new_tokens, max_length,
              cache_dir, threads, as_json, quiet):
@@ -184,7 +184,7 @@ def coverage(target, prompts, sizes, compat, corpus, map_file, from_format, head
 
         torch.set_num_threads(threads)
     api = _api()
-    progress = not quiet and not as_json
+    progress = not quiet  # on stderr: --json's stdout stays pure JSON
     counting = api.CountSettings(compat, max_length, cache_dir, progress=progress) if sizes else None
     sources = api.CoverageSources(tuple(sizes), counting, corpus, map_file, from_format, head)
     with _signals():

@@ -4,7 +4,6 @@ card, and the folder moved into place."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ from ..checkpoint.ranks.shards import Gathered
 from ..checkpoint.read import read_tensor
 from ..draft.load import DraftHead
 from ..io.digest import PREHASH, Digest
+from ..io.progress import Progress
 from ..io.safetensors import tensor_bytes
 from ..io.staging import STAGING_OWNER, staged_output
 from ..io.write import OutTensor, sharded_files, write_index, write_json, write_safetensors
@@ -68,7 +68,7 @@ def execute_plan(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, for
                                          else (0, source.size(leaf.file))))
     wanted = [OutTensor(t.name, t.dtype, t.shape) for t in plan.tensors]
     files = sharded_files(wanted, max_shard)
-    bar = _progress(len(wanted), progress)
+    bar = Progress("writing tensors", len(wanted), "tensor", enabled=progress)
     with staged_output(out, force) as staging:
         try:
             for rel, tensors in files.items():
@@ -146,16 +146,3 @@ def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result:
         folded, result.fold = fold_fc_bias(embed, fc_weight, fc_bias, planned.dtype)
         return folded, sources
     return values[0], sources
-
-
-class _NoBar:
-    def update(self, n: int = 1) -> None: ...
-    def close(self) -> None: ...
-
-
-def _progress(total: int, enabled: bool):
-    if not enabled or not sys.stderr.isatty():
-        return _NoBar()
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="writing tensors", unit="tensor", file=sys.stderr, leave=False)

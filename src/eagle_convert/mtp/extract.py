@@ -17,6 +17,7 @@ from ..conversion.checks import check_out_path
 from ..conversion.prefetch import end_reads
 from ..errors import OutputPathError, UnsupportedConversionError
 from ..io.digest import Digest
+from ..io.progress import Progress
 from ..io.safetensors import tensor_bytes
 from ..io.staging import STAGING_OWNER, remove_stale_staging, staged_output
 from ..io.units import parse_size
@@ -133,9 +134,10 @@ def write_extraction(result: MtpResult, out: Path, settings: MtpSettings) -> Non
     wanted = [OutTensor(t.name, t.dtype, t.shape) for t in plan.tensors]
     files = {plan.single_file: wanted} if plan.single_file else sharded_files(wanted,
                                                                               parse_size(settings.max_shard_size))
-    with staged_output(out, settings.force) as staging:
+    with staged_output(out, settings.force) as staging, \
+            Progress("writing tensors", len(wanted), "tensor", enabled=settings.progress) as shown:
         for rel, tensors in files.items():
-            write_safetensors(staging / rel, tensors, produce)
+            write_safetensors(staging / rel, tensors, lambda o: (shown.update(), produce(o))[1])
         for entry in provenance.values():
             for src in entry["sources"]:
                 src["sha256"] = src["sha256"].hexdigest()

@@ -17,6 +17,10 @@ import torch
 from safetensors.torch import save_file
 
 WORDS = ["<unk>", "<s>", "</s>"]  # ids 0..2; the rest are "t<i>" as in tests/golden
+ROLES = ["<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"]  # the text tokenizer's role headers, ids from 256
+# Every printable ASCII character but space (whitespace splits words), alone and as a word's continuation: with them
+# any English text (the built-in prompts and long-context documents) tokenizes without <unk>.
+CHARACTERS = [chr(c) for c in range(33, 127)]
 
 
 @dataclass
@@ -31,6 +35,9 @@ class TinyConfig:
     tie_word_embeddings: bool = False
     model_type: str = "llama"  # or "qwen2" (q/k/v biases)
     torch_dtype: str = "float32"
+    # False: the word-level "t<i>" tokenizer and bare template the tests' numbers were made with (tests/golden's);
+    # True: "t<i>" words plus characters, and a chat template with role headers (the demo pair: every README command)
+    text_tokenizer: bool = False
     extra: dict = field(default_factory=dict)
 
     def hf_config(self) -> dict:
@@ -51,8 +58,11 @@ class TinyConfig:
 
 
 
-# The demo pair's shapes (`eagle-convert demo`, the README's Python example): one layer, small enough to run in seconds.
-DEMO_CONFIG = TinyConfig(hidden_size=64, num_hidden_layers=1, vocab_size=256)
+# The demo pair's shapes (`eagle-convert demo`, the README's Python example): one layer, small enough to run in seconds;
+# 512 ids hold the text tokenizer (t<i> words, role headers, characters); 16k positions take the README's
+# `--context-lengths 1k,2k,4k,8k` with its 256 new tokens.
+DEMO_CONFIG = TinyConfig(hidden_size=64, num_hidden_layers=1, vocab_size=512, text_tokenizer=True,
+                         extra={"max_position_embeddings": 16384})
 
 def _rand(gen: torch.Generator, *shape: int, scale: float = 0.05) -> torch.Tensor:
     return torch.randn(*shape, generator=gen) * scale
@@ -92,23 +102,44 @@ def target_tensors(cfg: TinyConfig, seed: int = 0, zero_attention: bool = False)
     return t
 
 
-def write_tokenizer(folder: Path, vocab_size: int) -> None:
-    """A word-level tokenizer ("t<i>" = id i), a chat template and generation config, like tests/golden's."""
-    vocab = {w: k for k, w in enumerate(WORDS)} | {f"t{k}": k for k in range(len(WORDS), vocab_size)}
+# Zephyr's shape: a role header before each message, EOS after it; the generation prompt is the assistant header, so
+# SpecForge's assistant spans (benchmark/token_counts.assistant_markers) are found in it.
+ROLE_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }}{{ eos_token }} "
+                 "{% endfor %}{% if add_generation_prompt %}<|assistant|> {% endif %}")
+BARE_TEMPLATE = "{{ bos_token }}{% for m in messages %}{{ m['content'] }} {% endfor %}"
+
+
+def write_tokenizer(folder: Path, vocab_size: int, *, text: bool = False) -> None:
+    """A word-level tokenizer ("t<i>" = id i), a chat template and generation config, like tests/golden's; `text`:
+    the demo's (TinyConfig.text_tokenizer) that also covers any ASCII text and renders role headers."""
+    added = [{"id": k, "content": w, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+              "special": True} for k, w in enumerate(WORDS)]
+    model = {"type": "WordLevel", "vocab": _word_vocab(vocab_size, {}), "unk_token": "<unk>"}
+    if text:
+        pieces = ROLES + CHARACTERS + ["##" + c for c in CHARACTERS]
+        if vocab_size < 256 + len(pieces):
+            raise ValueError(f"the text tokenizer needs vocab_size >= {256 + len(pieces)}, not {vocab_size}")
+        taken = {w: 256 + k for k, w in enumerate(pieces)}  # t3..t255 keep their ids (the tests' prompts use them)
+        added += [{**added[0], "id": taken[w], "content": w} for w in ROLES]
+        model = {"type": "WordPiece", "vocab": _word_vocab(vocab_size, taken), "unk_token": "<unk>",
+                 "continuing_subword_prefix": "##", "max_input_chars_per_word": 100}
     tok = {
-        "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [{"id": k, "content": w, "single_word": False, "lstrip": False, "rstrip": False,
-                          "normalized": False, "special": True} for k, w in enumerate(WORDS)],
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
         "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
-        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": False},
-        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "<unk>"},
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": False}, "model": model,
     }
     (folder / "tokenizer.json").write_text(json.dumps(tok))
-    template = ("{{ bos_token }}{% for m in messages %}{{ m['content'] }} {% endfor %}")
     (folder / "tokenizer_config.json").write_text(json.dumps({
-        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "chat_template": template,
-        "tokenizer_class": "PreTrainedTokenizerFast"}))
+        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+        "chat_template": ROLE_TEMPLATE if text else BARE_TEMPLATE, "tokenizer_class": "PreTrainedTokenizerFast"}))
     (folder / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
+
+
+def _word_vocab(vocab_size: int, taken: dict[str, int]) -> dict[str, int]:
+    """The special words at 0..2, `taken` pieces at their ids, and "t<i>" at every other id i."""
+    used = set(taken.values())
+    return ({w: k for k, w in enumerate(WORDS)} | taken
+            | {f"t{k}": k for k in range(len(WORDS), vocab_size) if k not in used})
 
 
 def save_checkpoint(folder: Path, config: dict, tensors: dict[str, torch.Tensor], *, shards: int = 1,
@@ -143,7 +174,7 @@ def make_target(folder: Path, cfg: TinyConfig | None = None, *, seed: int = 0, s
     cfg = cfg or TinyConfig()
     tensors = target_tensors(cfg, seed, zero_attention)
     save_checkpoint(folder, cfg.hf_config(), tensors, shards=shards, fmt=fmt)
-    write_tokenizer(folder, cfg.vocab_size)
+    write_tokenizer(folder, cfg.vocab_size, text=cfg.text_tokenizer)
     return tensors
 
 
