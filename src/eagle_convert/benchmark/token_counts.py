@@ -11,6 +11,8 @@ Masks (what each producer trains on, so what it counts):
 * after-generation-prompt (speculators): one row per assistant turn (not the first message): tokens after the render
   of the conversation so far with the generation prompt; a turn whose context alone fills --max-length is skipped.
 * all-tokens (ModelOpt): every template token, all conversations rendered as one message list, as its script does.
+Tokenizing is bounded by --max-length (token_head.py): a render is encoded only up to a prefix that settles its first
+max_length tokens, so a 10 MB line costs what 2048 tokens cost (ModelOpt's rule keeps every token: not bounded).
 """
 
 from __future__ import annotations
