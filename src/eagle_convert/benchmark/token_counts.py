@@ -11,6 +11,8 @@ Masks (what each producer trains on, so what it counts):
 * after-generation-prompt (speculators): one row per assistant turn (not the first message): tokens after the render
   of the conversation so far with the generation prompt; a turn whose context alone fills --max-length is skipped.
 * all-tokens (ModelOpt): every template token, all conversations rendered as one message list, as its script does.
+Tokenizing is bounded by --max-length (token_head.py): a render is encoded only up to a prefix that settles its first
+max_length tokens, so a 10 MB line costs what 2048 tokens cost (ModelOpt's rule keeps every token: not bounded).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ..vocab.counts import TokenCounts
 from ..vocab.rules import SelectionRule, rule_for
 from .chat import ChatTokenizer
 from .prompts import PromptFileError, read_jsonl, user_turns
+from .token_head import HeadEncoder, encode_head, tokens_before
 
 COUNT_FORMAT = 1  # bump when counting changes, so old cache files are not reused
 SENTINEL = "EAGLECONVERTSENTINEL"
@@ -137,29 +140,28 @@ def _span_sample(chat: ChatTokenizer, messages: list[dict], pattern: re.Pattern,
     if rule.compat == "specforge":
         messages = specforge_messages(messages)
     text = chat.render(messages, add_generation_prompt=False)
-    ids = _encode(chat, text)
-    if len(ids) > max_length:
-        if rule.length == "drop":
-            return None
-        ids = ids[:max_length]
+    head = encode_head(chat.tokenizer, text, max_length)  # never more than max_length tokens are kept
+    if head.truncated and rule.length == "drop":
+        return None
+    ids = head.ids
     mask = [0] * len(ids)
-    spans = [(m.start(1), m.end(1)) for m in pattern.finditer(text)]
     # SpecForge's index arithmetic: a span's token bounds are the lengths of its re-encoded text prefixes
-    prefixes = chat.tokenizer.encode_batch([text[:c] for span in spans for c in span], add_special_tokens=False)
-    for k in range(len(spans)):
-        start, end = (min(len(p.ids), len(ids)) for p in prefixes[2 * k: 2 * k + 2])
+    for match in pattern.finditer(text):
+        start, end = (min(tokens_before(chat.tokenizer, text, head, c, max_length), len(ids)) for c in match.span(1))
         mask[start:end] = [1] * (end - start)
     return [i for i, m in zip(ids, mask) if m]
 
 
 def _boundary_rows(chat: ChatTokenizer, messages: list[dict], max_length: int) -> Iterator[list[int]]:
+    # vLLM's /render truncates on the right: each render's first max_length tokens, never encoded past them
+    encode = HeadEncoder(chat.tokenizer, max_length)
     for j, turn in enumerate(messages):
         if turn["role"] != "assistant" or j == 0:
             continue
-        prompt = _encode(chat, chat.render(messages[:j], add_generation_prompt=True))[:max_length]
+        prompt = encode(chat.render(messages[:j], add_generation_prompt=True)).ids
         if len(prompt) >= max_length:
             continue  # speculators skips a turn whose context alone fills the window
-        full = _encode(chat, chat.render(messages[:j + 1], add_generation_prompt=False))[:max_length]
+        full = encode(chat.render(messages[:j + 1], add_generation_prompt=False)).ids
         boundary = len(prompt) if full[:len(prompt)] == prompt else _common_prefix(prompt, full)
         yield full[boundary:]
 
