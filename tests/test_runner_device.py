@@ -10,9 +10,8 @@ import os
 import pytest
 import torch
 from safetensors.torch import load_file
+from support.golden_sets import GOLDEN, GOLDEN_SETS
 from support.runner_fixtures import (
-    GOLDEN,
-    GOLDEN_SETS,
     random_target_weights,
     read_golden_draft,
     read_target_dir,
