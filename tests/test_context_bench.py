@@ -5,11 +5,11 @@ documents file's refusals."""
 from __future__ import annotations
 
 import json
-import random
 import xml.etree.ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
+from support.documents import write_documents
 
 import eagle_convert
 from eagle_convert.benchmark.context import parse_lengths
@@ -21,16 +21,6 @@ from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 
 K, LIMIT, MAX_NEW = 3, 128, 24
 LENGTHS = (64, 112, 160, 224)
-
-
-def write_documents(path, count=2, words=400, seed=0):
-    """Documents in the tiny tokenizer's words (t3..t255), each with a question."""
-    rng = random.Random(seed)
-    with open(path, "w") as f:
-        for n in range(count):
-            text = " ".join(f"t{rng.randrange(3, 256)}" for _ in range(words))
-            f.write(json.dumps({"_id": f"doc{n}", "context": text, "question": "t5 t6 t7"}) + "\n")
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -113,8 +113,8 @@ def test_option_spellings():
 
 
 def test_a_plain_draft_on_a_scaled_target_is_told_about_theta_too():
-    from eagle_convert.layouts.rope import Rope
     from eagle_convert.positions.checks import pair_findings
+    from eagle_convert.rope.schedule import Rope
 
     scaled = Rope("llama3", 500000.0, {"factor": 8.0})
     found = {f.name: f for f in pair_findings(Rope("default", 10000.0), scaled)}

@@ -24,7 +24,7 @@ MROPE = {"rope_type": "default", "mrope_section": [2, 1, 1]}
 
 def engine_rope(config: dict, reader: str = "transformers5"):
     """The schedule engines compute (imported when used, so that each test fails on its own before the checks)."""
-    from eagle_convert.layouts.rope import engine_rope as read
+    from eagle_convert.rope.schedule import engine_rope as read
 
     return read(config, reader)
 

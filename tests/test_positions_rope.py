@@ -1,4 +1,4 @@
-"""The RoPE table (layouts/rope.py) and the pure checks (positions/checks.py) on configs alone: schedules compared
+"""The RoPE table (rope/) and the pure checks (positions/checks.py) on configs alone: schedules compared
 as engines compute them (aliases, defaults filled), the findings that need no checkpoint, and what an output config
 states."""
 
@@ -87,8 +87,9 @@ def test_dynamic_scaling_follows_the_limit_so_different_limits_are_a_mismatch():
 
 
 def test_the_output_keeps_a_dynamic_drafts_limit_and_raises_a_plain_one():
+    from eagle_convert.kinds import EAGLE3
     from eagle_convert.layouts.base import OutputContext, output_limit
-    from eagle_convert.spec import EAGLE3, DraftSpec
+    from eagle_convert.spec import DraftSpec
 
     ctx = OutputContext(target_label="t", target_config={"max_position_embeddings": 131072}, out_label="o",
                         dtype_name="bfloat16")

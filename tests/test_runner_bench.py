@@ -8,7 +8,8 @@ import shutil
 import pytest
 import torch
 from safetensors.torch import save_file
-from support.runner_fixtures import GOLDEN, agreeing_eagle1_head, memoryless_target, read_golden_draft, strict_getter
+from support.golden_sets import GOLDEN
+from support.runner_fixtures import agreeing_eagle1_head, memoryless_target, read_golden_draft, strict_getter
 
 from eagle_convert.benchmark import session as bench_module
 from eagle_convert.benchmark.chat import ChatTokenizer

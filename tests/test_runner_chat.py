@@ -7,7 +7,7 @@ import shutil
 
 import jinja2
 import pytest
-from support.runner_fixtures import GOLDEN
+from support.golden_sets import GOLDEN
 
 from eagle_convert.benchmark.chat import ChatTokenizer, load_chat_template, load_eos_token_ids
 

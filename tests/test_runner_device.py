@@ -10,9 +10,8 @@ import os
 import pytest
 import torch
 from safetensors.torch import load_file
+from support.golden_sets import GOLDEN, GOLDEN_SETS
 from support.runner_fixtures import (
-    GOLDEN,
-    GOLDEN_SETS,
     random_target_weights,
     read_golden_draft,
     read_target_dir,
@@ -21,13 +20,13 @@ from support.runner_fixtures import (
 )
 from support.sampling import partially_agreeing_pair, prompt
 
+from eagle_convert.kinds import EAGLE1
 from eagle_convert.runner.heads import aux_layer_ids_for
 from eagle_convert.runner.model import TargetModel
 from eagle_convert.runner.prefill import prefill
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.runner.trees.shapes import TreeOptions, resolve_tree
 from eagle_convert.runner.trees.speculate import tree_generate
-from eagle_convert.spec import EAGLE1
 
 DEVICE = torch.device(os.environ.get("EAGLE_CONVERT_TEST_DEVICE", "cpu"))
 DTYPE = getattr(torch, os.environ.get("EAGLE_CONVERT_TEST_DTYPE", "float32"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 from safetensors.torch import load_file
-from support.runner_fixtures import GOLDEN, GOLDEN_SETS, build_pair, read_golden_draft, read_target_dir
+from support.golden_sets import GOLDEN, GOLDEN_SETS
+from support.runner_fixtures import build_pair, read_golden_draft, read_target_dir
 
 from eagle_convert.runner.heads import aux_layer_ids_for
 from eagle_convert.runner.speculate import accept_greedy, draft_chain, verify

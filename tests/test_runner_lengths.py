@@ -16,12 +16,12 @@ from support.sampling import partially_agreeing_pair, prompt
 import eagle_convert
 from eagle_convert.benchmark.prompts import BUILTIN_PROMPTS
 from eagle_convert.errors import PromptTooLongError, ShapeMismatchError
+from eagle_convert.kinds import EAGLE1
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.runner.trees.draft import draft_tree
 from eagle_convert.runner.trees.shapes import TreeOptions, resolve_tree
 from eagle_convert.runner.trees.speculate import tree_generate
 from eagle_convert.runner.trees.verify import commit_path, verify_tree
-from eagle_convert.spec import EAGLE1
 from eagle_convert.testing.tiny import DEMO_CONFIG, TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 
 INITIAL_SLOTS = 256  # KVCache's first capacity: a run past it must grow every cache

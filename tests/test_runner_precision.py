@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from support.runner_fixtures import GOLDEN, read_golden_draft, strict_getter
+from support.golden_sets import GOLDEN
+from support.runner_fixtures import read_golden_draft, strict_getter
 
 from eagle_convert.benchmark.session import Prompt, run_bench
 from eagle_convert.engines import ours as ours_engine

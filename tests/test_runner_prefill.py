@@ -10,13 +10,13 @@ import torch.nn.functional as F
 from support.runner_fixtures import random_target_weights, strict_getter, tiny_config
 from support.sampling import partially_agreeing_pair, prompt
 
+from eagle_convert.kinds import EAGLE1
 from eagle_convert.runner import masks
 from eagle_convert.runner.model import DEFAULT_PREFILL_CHUNK, TargetModel
 from eagle_convert.runner.prefill import chunk_bounds, prefill
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.runner.trees.shapes import TreeOptions, resolve_tree
 from eagle_convert.runner.trees.speculate import tree_generate
-from eagle_convert.spec import EAGLE1
 
 TOL = dict(atol=2e-5, rtol=1e-5)
 

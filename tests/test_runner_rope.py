@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.hf_reference import hf_model
 from support.runner_fixtures import random_target_weights, strict_getter, tiny_config
-from test_runner_transformers import hf_model
 
 from eagle_convert.errors import UnsupportedModelError
 from eagle_convert.runner.model import TargetConfig, TargetModel

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.hf_reference import hf_model
 from support.runner_fixtures import (
     build_pair,
     draft_spec_for,
@@ -16,13 +17,12 @@ from support.runner_fixtures import (
     tiny_config,
 )
 from support.sampling import prompt
-from test_runner_transformers import hf_model
 
+from eagle_convert.kinds import EAGLE1, EAGLE3
 from eagle_convert.runner.model import TargetModel, draft_sliding_windows
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.runner.trees.shapes import TreeOptions, resolve_tree
 from eagle_convert.runner.trees.speculate import tree_generate
-from eagle_convert.spec import EAGLE1, EAGLE3
 
 TOL = dict(atol=2e-5, rtol=1e-5)
 WINDOWED_TARGETS = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.hf_reference import hf_model
 from support.runner_fixtures import random_target_weights, strict_getter, tiny_config
 
 from eagle_convert.errors import EagleConvertError, UnsupportedModelError
@@ -33,16 +34,6 @@ CASES = {
     "qwen3": tiny_config("qwen3", rope_theta=1e6),
     "qwen3-bias-tied": tiny_config("qwen3", attention_bias=True, tie_word_embeddings=True),
 }
-
-
-def hf_model(config: dict, weights: dict):
-    hf_config = transformers.AutoConfig.for_model(**config)
-    hf_config._attn_implementation = "eager"
-    model = transformers.AutoModelForCausalLM.from_config(hf_config, attn_implementation="eager").eval()
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    assert not unexpected, unexpected
-    assert set(missing) <= ({"lm_head.weight"} if config.get("tie_word_embeddings") else set()), missing
-    return model
 
 
 @pytest.mark.parametrize("name", CASES)

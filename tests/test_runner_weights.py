@@ -12,9 +12,9 @@ import pytest
 import torch
 from support.runner_fixtures import draft_spec_for, random_head_weights, random_target_weights, tiny_config
 
+from eagle_convert.kinds import EAGLE1, EAGLE3
 from eagle_convert.runner.heads import build_draft_head
 from eagle_convert.runner.model import TargetModel
-from eagle_convert.spec import EAGLE1, EAGLE3
 
 OFF_BOUNDARY = 8  # bytes past a 64-byte boundary: a legal offset for every dtype here (int64 d2t included)
 

@@ -10,10 +10,10 @@ import torch
 from support.runner_fixtures import agreeing_eagle1_head, build_pair, memoryless_target
 from support.sampling import CHI2_999, chi_square, exact_marginals, prompt, random_pair, sampling_pair
 
+from eagle_convert.kinds import EAGLE1, EAGLE3
 from eagle_convert.runner import speculate
 from eagle_convert.runner.metrics import AcceptanceStats, merge_stats
 from eagle_convert.runner.speculate import accept_sampled, plain_generate, speculative_generate
-from eagle_convert.spec import EAGLE1, EAGLE3
 
 
 def stats(result) -> AcceptanceStats:

@@ -8,7 +8,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from support.golden_sets import ALL_GOLDEN_SETS as ALL_SETS
-from support.runner_fixtures import GOLDEN, build_pair, read_golden_draft, read_target_dir
+from support.golden_sets import GOLDEN
+from support.runner_fixtures import build_pair, read_golden_draft, read_target_dir
 
 from eagle_convert.runner.heads import aux_layer_ids_for
 from eagle_convert.runner.trees.draft import draft_tree

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from support.documents import write_documents
 from support.vllm import VLLM_PYTHON
-from test_context_bench import write_documents
 
 from eagle_convert.benchmark.context_bench import run_context
 from eagle_convert.benchmark.settings import ContextSettings, DecodeSettings, EngineOptions

@@ -21,7 +21,7 @@ _EXPECTED = {"int": "an integer", "number": "a number", "bool": "true or false",
              "dict": "an object", "list[int]": "a list of integers", "list[str]": "a list of strings",
              "list[number]": "a list of numbers"}
 
-# rope_scaling / rope_parameters (draft.read_rope, runner/model.py rope_from_hf, runner/rope.py scaling types).
+# rope_scaling / rope_parameters (draft.read_rope, runner/model.py rope_from_hf, rope/types.py scaling types).
 ROPE = {
     "rope_type": "str?", "type": "str?", "rope_theta": "number?", "factor": "number", "partial_rotary_factor":
     "number", "low_freq_factor": "number", "high_freq_factor": "number", "original_max_position_embeddings": "int",

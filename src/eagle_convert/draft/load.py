@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from ..checkpoint.index import Checkpoint, TensorRef
 from ..errors import LayoutError, ShapeMismatchError, UnexpectedTensorError, option
-from ..kinds import KINDS, kind_of
+from ..kinds import EAGLE1, EAGLE3, KINDS, kind_of
 from ..layouts import CANONICAL_NAMES, Layout, detect_layout
 from ..layouts.base import matches_any
 from ..layouts.modelopt import modelopt_refusal
-from ..spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec
+from ..rope.types import DEFAULT_ROPE_THETA
+from ..spec import DraftSpec
 from .variants import detect_eagle3, mla_refusal
 
 

@@ -12,9 +12,9 @@ from ..errors import EagleConvertError
 from ..io.safetensors import SAFETENSORS_CODES
 from ..layouts import LAYOUTS
 from ..layouts.base import SOURCE_LIMIT_KEY
-from ..layouts.rope import engine_limit
 from ..mtp.folder import extracted_layout
 from ..positions.checks import PositionOptions, check_positions, text_view
+from ..rope.schedule import engine_limit
 from ..targets.read import TargetInfo, read_target
 from ..vocab.check import check_map
 from ..vocab.head import head_facts

@@ -11,9 +11,9 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from ..kinds import EAGLE1_NAMES, EAGLE3_BASE_NAMES, EAGLE3_NAMES, KINDS, LAYER  # noqa: F401  (re-exported)
+from ..kinds import KINDS
+from ..rope.schedule import limit_sets_schedule, output_rope_fields
 from ..spec import DraftSpec
-from .rope import limit_sets_schedule, output_rope_fields
 
 # Canonical tensor names live with their head kind (kinds.py); these names stay for the layouts that use them.
 # The draft's own max_position_embeddings, recorded in an output whose limit convert raised: evidence of the context

@@ -8,11 +8,9 @@ import re
 import shlex
 
 from ..errors import option
-from ..spec import EAGLE1, EAGLE3, DraftSpec
+from ..kinds import EAGLE1, EAGLE1_NAMES, EAGLE3, EAGLE3_NAMES, LAYER
+from ..spec import DraftSpec
 from .base import (
-    EAGLE1_NAMES,
-    EAGLE3_NAMES,
-    LAYER,
     DerivedTensor,
     EmbeddingRule,
     Layout,

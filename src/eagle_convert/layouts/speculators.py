@@ -6,7 +6,8 @@ from __future__ import annotations
 import shlex
 
 from ..errors import option
-from ..spec import EAGLE3, DraftSpec
+from ..kinds import EAGLE3
+from ..spec import DraftSpec
 from .base import Layout, OutputContext, base_inner_config, eagle3_fields
 from .registry import register
 from .vllm import EAGLE3_IDENTITY_D2T, eagle3_fc_bias_refusal, eagle3_names

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..spec import EAGLE3, DraftSpec
-from .base import EAGLE3_BASE_NAMES
+from ..kinds import EAGLE3, EAGLE3_BASE_NAMES
+from ..spec import DraftSpec
 from .registry import LAYOUTS, output_layouts_for
 
 _BASE = DraftSpec(kind=EAGLE3, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, head_dim=128,

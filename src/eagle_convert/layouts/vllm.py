@@ -4,8 +4,9 @@ the draft vocabulary is smaller, `norm_before_residual: false` explicit, aux lay
 
 from __future__ import annotations
 
-from ..spec import EAGLE1, EAGLE3, DraftSpec
-from .base import EAGLE1_NAMES, EAGLE3_NAMES, Layout, OutputContext, base_inner_config, has_layer_prefix
+from ..kinds import EAGLE1, EAGLE1_NAMES, EAGLE3, EAGLE3_NAMES
+from ..spec import DraftSpec
+from .base import Layout, OutputContext, base_inner_config, has_layer_prefix
 from .registry import register
 
 # EAGLE-1 tensors vLLM V1 refuses or mis-loads: the LM head and embedding come from the target.

@@ -6,8 +6,9 @@ from __future__ import annotations
 import shlex
 
 from ..errors import option
-from ..spec import EAGLE1, DraftSpec
-from .base import EAGLE1_NAMES, Layout, OutputContext, base_inner_config, vllm_serve_command
+from ..kinds import EAGLE1, EAGLE1_NAMES
+from ..spec import DraftSpec
+from .base import Layout, OutputContext, base_inner_config, vllm_serve_command
 from .registry import register
 
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from eagle_convert.errors import MissingTensorError, ShapeMismatchError, UnsupportedConversionError
-from eagle_convert.runner.hot_tokens import restrict_lm_head
-from eagle_convert.runner.layers import (
+from ..errors import MissingTensorError, ShapeMismatchError, UnsupportedConversionError
+from ..spec import DraftSpec, default_aux_layer_ids
+from .hot_tokens import restrict_lm_head
+from .layers import (
     GetTensor,
     TreeAttention,
     as_positions,
@@ -28,10 +29,9 @@ from eagle_convert.runner.layers import (
     owned_copy,
     rms_norm,
 )
-from eagle_convert.runner.masks import ForwardMasks
-from eagle_convert.runner.model import TargetOutput, draft_sliding_windows, rope_from_hf
-from eagle_convert.runner.rope import RotaryTable
-from eagle_convert.spec import DraftSpec, default_aux_layer_ids
+from .masks import ForwardMasks
+from .model import TargetOutput, draft_sliding_windows, rope_from_hf
+from .rope import RotaryTable
 
 
 @dataclass

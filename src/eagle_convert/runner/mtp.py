@@ -16,11 +16,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from eagle_convert.errors import UnsupportedModelError
-from eagle_convert.runner.heads import DraftHead, DraftOutput
-from eagle_convert.runner.layers import GetTensor, as_positions, rms_norm
-from eagle_convert.runner.model import TargetOutput
-from eagle_convert.spec import DraftSpec
+from ..errors import UnsupportedModelError
+from ..spec import DraftSpec
+from .heads import DraftHead, DraftOutput
+from .layers import GetTensor, as_positions, rms_norm
+from .model import TargetOutput
 
 # The MTP families this runner runs: a dense Qwen2 block behind MiMo's fusion. The others (MoE blocks, MLA, linear
 # attention) run only in an engine.

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from eagle_convert.runner.heads import DraftHead, DraftOutput
-from eagle_convert.runner.model import DEFAULT_PREFILL_CHUNK, TargetModel, TargetOutput
+from .heads import DraftHead, DraftOutput
+from .model import DEFAULT_PREFILL_CHUNK, TargetModel, TargetOutput
 
 __all__ = ["DEFAULT_PREFILL_CHUNK", "chunk_bounds", "prefill"]
 

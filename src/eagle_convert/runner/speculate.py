@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from eagle_convert.runner.heads import DraftHead, DraftOutput
-from eagle_convert.runner.model import TargetModel
-from eagle_convert.runner.positions import drafts_fit
-from eagle_convert.runner.prefill import prefill
+from .heads import DraftHead, DraftOutput
+from .model import TargetModel
+from .positions import drafts_fit
+from .prefill import prefill
 
 
 @dataclass

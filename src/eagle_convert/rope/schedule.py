@@ -1,51 +1,15 @@
-"""RoPE as engines read it from a config, as data: each type's parameters with the defaults transformers 5 fills
-(vLLM 0.32 and SGLang 0.5.23 both read RoPE through transformers' config object), the legacy type aliases, and the
-two keys a config can state it in (`rope_scaling`, read by older stacks; `rope_parameters`, written by transformers 5).
+"""RoPE as engines read it from a config: the two keys a config can state it in (`rope_scaling`, read by older
+stacks; `rope_parameters`, written by transformers 5), the schedule each reader computes with the table's defaults
+filled (types.py), the position limit engines derive, and the fields an output config states its schedule in.
 
-Here, at the bottom of the house, because both the output configs (base.py) and the position checks
-(positions/checks.py) need it. Sources, transformers 5.19 `modeling_rope_utils.py`: 752-754 (`rope_scaling` wins
-over `rope_parameters`), 786-818 (`rope_type` taken from `type`; `rope_theta` from the top level unless the dict has
-one; `original_max_position_embeddings` defaults to `max_position_embeddings` for llama3, yarn and longrope), 432-443
-(YaRN: `attention_factor` from mscale / mscale_all_dim, else 0.1 ln(factor) + 1; beta_fast 32, beta_slow 1), 474
-(truncate true), 327-337 (dynamic scales from `max_position_embeddings` itself); vLLM 0.32
-`transformers_utils/config.py:563-602` (su -> longrope, mrope -> default, a `type` that contradicts `rope_type` is
-refused)."""
+Sources, transformers 5.19 `modeling_rope_utils.py`: 752-754 (`rope_scaling` wins over `rope_parameters`), 786-818
+(`rope_theta` from the top level unless the dict has one)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
-DEFAULT_THETA = 10000.0  # transformers' and the EAGLE reference's base when a config states none
-REQUIRED = "required"  # a parameter with no default (absent: None, and compared as such)
-LIMIT = "max_position_embeddings"  # default: the config's own position limit
-DERIVED = "derived"  # default computed from other parameters (YaRN's attention factor)
-
-
-@dataclass(frozen=True)
-class RopeType:
-    name: str
-    params: dict  # parameter -> its default (REQUIRED, LIMIT, DERIVED or a value)
-    limit_sets_schedule: bool = False  # the frequencies depend on max_position_embeddings itself (dynamic)
-    scales_limit: bool = False  # vLLM and SGLang multiply the position limit by `factor` (model.py:2580-2616)
-
-
-COMMON = {"partial_rotary_factor": 1.0}
-ROPE_TYPES = {t.name: t for t in (
-    RopeType("default", {}),
-    RopeType("linear", {"factor": REQUIRED}, scales_limit=True),
-    RopeType("dynamic", {"factor": REQUIRED}, limit_sets_schedule=True, scales_limit=True),
-    RopeType("llama3", {"factor": REQUIRED, "low_freq_factor": REQUIRED, "high_freq_factor": REQUIRED,
-                        "original_max_position_embeddings": LIMIT}),
-    RopeType("yarn", {"factor": REQUIRED, "original_max_position_embeddings": LIMIT, "attention_factor": DERIVED,
-                      "mscale": None, "mscale_all_dim": None, "beta_fast": 32, "beta_slow": 1, "truncate": True}),
-    RopeType("longrope", {"short_factor": REQUIRED, "long_factor": REQUIRED, "factor": None,
-                          "attention_factor": None, "original_max_position_embeddings": LIMIT}),
-)}
-ALIASES = {"su": "longrope", "mrope": "default"}  # legacy names vLLM rewrites (mrope keeps its mrope_section)
-# Legacy/modern pairs vLLM accepts side by side although the names differ (config.py:572-584).
-ACCEPTED_PAIRS = {("su", "longrope"), ("mrope", "default")}
-TYPE_KEYS = ("rope_type", "type")
+from .types import COMMON, DEFAULT_ROPE_THETA, DERIVED, LIMIT, REQUIRED, ROPE_TYPES, TYPE_KEYS, rope_type_of
 
 
 @dataclass(frozen=True)
@@ -62,21 +26,6 @@ class Rope:
     def to_dict(self) -> dict:
         return {"rope_type": self.type, "rope_theta": self.theta,
                 **{k: v for k, v in self.params.items() if v is not None}}
-
-
-def rope_type_of(stated: dict | None) -> str:
-    stated = stated or {}
-    name = stated.get("rope_type") or stated.get("type") or "default"
-    return ALIASES.get(name, name)
-
-
-def type_conflict(stated: dict | None) -> tuple[str, str] | None:
-    """(rope_type, type) when one dict states both and they disagree: vLLM refuses to load such a config."""
-    stated = stated or {}
-    modern, legacy = stated.get("rope_type"), stated.get("type")
-    if modern and legacy and modern != legacy and (legacy, modern) not in ACCEPTED_PAIRS:
-        return modern, legacy
-    return None
 
 
 # Who reads which key first: transformers 5 (and vLLM 0.32 through it) takes `rope_scaling` when set, else
@@ -101,7 +50,7 @@ def engine_rope(config: dict, reader: str = "transformers5") -> Rope:
     legacy = reader == "legacy"
     kind = rope_type_of(stated)
     inner_theta = None if legacy else stated.get("rope_theta")  # transformers 5: the dict's own theta wins
-    theta = float(inner_theta or config.get("rope_theta") or DEFAULT_THETA)
+    theta = float(inner_theta or config.get("rope_theta") or DEFAULT_ROPE_THETA)
     raw = {k: v for k, v in stated.items() if k not in TYPE_KEYS + ("rope_theta",)}
     row = ROPE_TYPES.get(kind)
     if row is None:  # a type this table does not know: every stated parameter counts as it is
@@ -110,8 +59,8 @@ def engine_rope(config: dict, reader: str = "transformers5") -> Rope:
     params = dict(sorted(raw.items()))  # parameters outside the table (mrope_section, ...) count as stated
     for name, default in {**COMMON, **row.params}.items():
         params[name] = raw[name] if raw.get(name) is not None else _filled(default, limit)
-    if kind == "yarn" and params.get("attention_factor") is None and params.get("factor"):
-        params["attention_factor"] = yarn_attention_factor(params)
+    if row.params.get("attention_factor") == DERIVED and params["attention_factor"] is None and params.get("factor"):
+        params["attention_factor"] = row.attention_formula(params)
     if row.limit_sets_schedule:
         params["max_position_embeddings"] = limit
     return Rope(kind, theta, params)
@@ -122,17 +71,6 @@ def _filled(default, limit):
     if default in (REQUIRED, DERIVED):
         return None
     return limit if default == LIMIT else default
-
-
-def yarn_attention_factor(params: dict) -> float:
-    """transformers' default YaRN attention factor (modeling_rope_utils.py:432-438)."""
-    def mscale(scale: float, m: float = 1.0) -> float:
-        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
-
-    factor = float(params["factor"])
-    if params.get("mscale") and params.get("mscale_all_dim"):
-        return float(mscale(factor, params["mscale"]) / mscale(factor, params["mscale_all_dim"]))
-    return mscale(factor)
 
 
 def engine_limit(config: dict) -> int | None:
@@ -155,7 +93,7 @@ def output_rope_fields(config: dict, source_limit: int) -> dict:
     `rope_parameters` (what transformers 5 writes)."""
     stated = stated_rope(config)
     kind = rope_type_of(stated)
-    theta = float(stated.get("rope_theta") or config.get("rope_theta") or DEFAULT_THETA)
+    theta = float(stated.get("rope_theta") or config.get("rope_theta") or DEFAULT_ROPE_THETA)
     params = {k: v for k, v in stated.items() if k not in TYPE_KEYS + ("rope_theta",)}
     row = ROPE_TYPES.get(kind)
     for name, default in (row.params.items() if row else ()):
