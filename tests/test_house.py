@@ -1,10 +1,12 @@
 """The house keeps its shape: imports between the package's top-level folders flow one way (every import counted,
-lazy ones inside functions included), the runner stays pure tensor code, no module reaches into another package's
-private names, and the top level holds a handful of modules."""
+lazy ones inside functions included, and modules named in strings: `importlib.import_module("...")` or
+"package.module:attribute"), the ground floor names no room, the runner stays pure tensor code, no module reaches into
+another package's private names, and the top level holds a handful of modules."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "eagle_convert"
@@ -31,6 +33,43 @@ def imports() -> list[tuple[str, str, str]]:
             elif isinstance(node, ast.Import):
                 found.extend((module, alias.name, "") for alias in node.names)
     return [(a, b, n) for a, b, n in found if b == "eagle_convert" or b.startswith("eagle_convert.")]
+
+
+# "eagle_convert.draft.load" or "eagle_convert.draft.load:eagle1_spec", the whole string (not inside a sentence)
+NAMED_MODULE = re.compile(r"(eagle_convert(?:\.\w+)+)(?::\w+)?")
+GROUND_FLOOR = {"errors", "kinds", "spec"}  # the modules every room stands on: they import none of the rooms
+
+
+def string_imports_in(module: str, package: str, source: str) -> list[tuple[str, str, str]]:
+    """(module, named module, "") for every module `source` names in a string: an import_module call's argument
+    (relative ones resolved against `package`, every branch of a conditional), or a constant that is a dotted module
+    path of the package, alone or as "module:attribute" (what a loader imports later)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
+            for const in ast.walk(node.args[0]) if node.args else ():
+                if isinstance(const, ast.Constant) and isinstance(const.value, str):
+                    name = const.value
+                    found.append((module, package + name if name.startswith(".") else name, ""))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = NAMED_MODULE.fullmatch(node.value)
+            if match and _exists(match.group(1)):
+                found.append((module, match.group(1), ""))
+    return sorted({(a, b, n) for a, b, n in found if b == "eagle_convert" or b.startswith("eagle_convert.")})
+
+
+def _exists(dotted: str) -> bool:
+    path = PACKAGE.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def string_imports() -> list[tuple[str, str, str]]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        found += string_imports_in(module, package, path.read_text())
+    return found
 
 
 def room(module: str, name: str = "") -> str:
@@ -87,7 +126,28 @@ def test_cycle_finder_finds_a_cycle():  # negative control: the check below can 
 
 
 def test_no_package_cycle_over_every_import():
-    assert cycles(package_graph(imports())) == []
+    assert cycles(package_graph(imports() + string_imports())) == []
+
+
+def test_modules_named_in_strings_are_found():  # negative control: a string import that climbs is seen
+    source = ('import importlib\nRUNNER = "eagle_convert.runner.heads:Eagle1Head"\n'
+              'def f(x):\n    return importlib.import_module(".mtp.draft" if x else "eagle_convert.draft.load")\n'
+              'NOT_A_MODULE = "eagle_convert.json"\nSENTENCE = "see eagle_convert.draft.load for why"\n')
+    found = string_imports_in("eagle_convert.kinds", "eagle_convert", source)
+    assert sorted(b for _, b, _ in found) == ["eagle_convert.draft.load", "eagle_convert.mtp.draft",
+                                              "eagle_convert.runner.heads"]
+    assert _climbing_from_the_ground(found) == [("kinds", "draft"), ("kinds", "mtp"), ("kinds", "runner")]
+
+
+def _climbing_from_the_ground(edges) -> list[tuple[str, str]]:
+    return sorted({(room(a), room(b, n)) for a, b, n in edges
+                   if room(a) in GROUND_FLOOR and room(b, n) not in GROUND_FLOOR | {"__init__", "__version__"}})
+
+
+def test_the_ground_floor_names_no_room_above_it():
+    """kinds.py, spec.py and errors.py import no room, not even by a string: the rooms above register their parts
+    into the kinds table (kinds.register) instead."""
+    assert _climbing_from_the_ground(imports() + string_imports()) == []
 
 
 def test_the_runner_imports_nothing_above_it():

@@ -9,19 +9,18 @@ from pathlib import Path
 
 import torch
 
-from ..checkpoint.open import open_input
 from ..checkpoint.ranks.checkpoint import RankedCheckpoint
-from ..draft.load import load_draft, tensor_reader
+from ..draft.load import tensor_reader
 from ..errors import IncomparableReportError, LayoutError, UnsupportedConversionError
 from ..io.text import TextEncodingError, read_text
-from ..mtp.draft import load_mtp_draft, looks_mtp
+from ..kinds import check_takes_token_map
 from ..positions.checks import PositionOptions
-from ..runner.heads import check_takes_token_map
 from ..runner.trees.shapes import TreeOptions, TreeShape, resolve_tree
 from ..targets.read import read_target
 from ..vocab.token_map import read_token_map
 from . import gates as gate_checks
 from .compare import compare_gate
+from .inputs import BenchInputs
 from .positions import bench_max_model_len, check_before_bench
 from .report import SCHEMA_VERSION, BenchReport
 from .settings import ContextSettings, DecodeSettings, EngineOptions, GateOptions, HubOptions
@@ -78,30 +77,32 @@ def run(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptio
     position and RoPE checks first (a RoPE error is refused before any model loads)."""
     if not compare and engine is None:
         require_local_target(target)  # our runner's first refusal comes before the checks read the target
-    checked = check_before_bench(target, draft, hub, positions or PositionOptions())
+    inputs = BenchInputs(target, draft, hub)  # each checkpoint opened once for the whole run
+    checked = check_before_bench(inputs, positions or PositionOptions())
     if compare or engine is not None:
         if decode.token_map is not None:
             raise UnsupportedConversionError(
                 "--token-map restricts the head's LM head in our runner; vLLM has no hot-token map (FR-Spec), so an "
                 "engine bench would run the full head.",
                 "Bench the map with our runner (without --engine / --engine-url / --compare).")
-        report = _bench_with_engine(target, draft, decode, gates, hub, engine or EngineOptions(), compare=compare,
+        report = _bench_with_engine(inputs, decode, gates, engine or EngineOptions(), compare=compare,
                                     device=device, dtype=dtype, baseline=baseline, progress=progress, drop=drop)
     else:
-        report = _bench_ours(target, draft, decode, gates, hub, device=device, dtype=dtype, baseline=baseline,
+        report = _bench_ours(inputs, decode, gates, device=device, dtype=dtype, baseline=baseline,
                              progress=progress, drop=drop)
     report.positions = checked.to_dict() if checked else None
     return report
 
 
-def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOptions, hub: HubOptions, *,
-                device: str, dtype: str, baseline: bool, progress: bool, drop) -> BenchReport:
-    from ..runner.mtp import refuse_mtp_family
+def _bench_ours(inputs: BenchInputs, decode: DecodeSettings, gates: GateOptions, *, device: str, dtype: str,
+                baseline: bool, progress: bool, drop) -> BenchReport:
+    from ..runner.heads import head_module_class
     from .ours import bench_target  # torch model code loads only when our runner benches
 
+    target = inputs.target_name
     require_local_target(target)
     stored = read_stored_report(gates.reference_report, gates.max_tau_drop)
-    target_ckpt = open_input(target, role="target").checkpoint
+    target_ckpt = inputs.target.checkpoint
     if isinstance(target_ckpt, RankedCheckpoint):
         raise LayoutError(f"The bench target {target} is saved per tensor-parallel rank "
                           f"({target_ckpt.summary_line()}).",
@@ -109,18 +110,15 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
                           "accepts the per-rank folder; bench needs every layer, unsharded).")
     target_info = read_target(target_ckpt)
 
-    def head_of(path: str):
-        ckpt = open_input(path, revision=hub.revision, token=hub.token, offline=hub.offline, role="draft").checkpoint
-        if looks_mtp(ckpt.config, frozenset(ckpt.names())):  # an MTP layer, extracted or inside the target
-            head = load_mtp_draft(ckpt, target_info.config, label=path, drop=tuple(drop))
-            refuse_mtp_family(head.spec.mtp_family, path)  # before the target loads
-            return head
-        return load_draft(ckpt, target_info.config, drop=tuple(drop))  # text sizes
+    def head_of(draft: BenchInputs):
+        head = draft.head(target_info.config, drop)  # text sizes
+        head_module_class(head.spec).check_runs(head.spec, draft.draft_name)  # before the target loads
+        return head
 
-    head = head_of(draft)
+    head = head_of(inputs)
     hot_token_ids = None
     if decode.token_map is not None:  # refused before the target loads: a wrong map costs no bench
-        check_takes_token_map(head.spec)
+        check_takes_token_map(head.spec.head_kind)
         hot_token_ids = read_token_map(decode.token_map, head.spec.vocab_size).ids_tensor()
     shape = resolve_tree(decode.tree or TreeOptions(), k=decode.k, draft_kind=head.spec.kind,
                          target_config=target_ckpt.config)
@@ -133,7 +131,7 @@ def _bench_ours(target: str, draft: str, decode: DecodeSettings, gates: GateOpti
         gate_checks.check_settings(SCHEMA_VERSION, decode.comparable(shape), stored, str(gates.reference_report))
     reference, inexact = None, None
     if gates.reference_draft is not None:
-        ref_head = head_of(gates.reference_draft)
+        ref_head = head_of(inputs.with_draft(gates.reference_draft))
         inexact = why_not_exact(head, ref_head, target_info)
         # The released head rounded as the converted head stores it: a correct cast then changes nothing.
         reference = (ref_head.spec, rounded_like(tensor_reader(ref_head), head.tensors))
@@ -153,9 +151,8 @@ def require_local_target(target: str) -> None:
                           "(e.g. `hf download ORG/NAME --local-dir DIR`) and pass the folder.")
 
 
-def _bench_with_engine(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptions, hub: HubOptions,
-                       engine: EngineOptions, *, compare: bool, device: str, dtype: str, baseline: bool,
-                       progress: bool, drop) -> BenchReport:
+def _bench_with_engine(inputs: BenchInputs, decode: DecodeSettings, gates: GateOptions, engine: EngineOptions, *,
+                       compare: bool, device: str, dtype: str, baseline: bool, progress: bool, drop) -> BenchReport:
     """The engine's report; with `compare`, our runner first (quick, and our own errors surface before an engine
     starts) on the same prompts, without a baseline, and the engine_compare gate after the others."""
     from .engine_bench import bench_engine
@@ -164,16 +161,16 @@ def _bench_with_engine(target: str, draft: str | None, decode: DecodeSettings, g
         raise ValueError("an engine bench drafts chains: bench the tree with our runner alone")
     ours = None
     if compare:  # --reference-draft RAW: ours runs the head as released, the engine the conversion (who is at fault?)
-        ours = _bench_ours(target, gates.reference_draft or draft, decode, GateOptions(), hub, device=device,
-                           dtype=dtype, baseline=False, progress=progress, drop=drop)
+        ours = _bench_ours(inputs.with_draft(gates.reference_draft or inputs.draft_name), decode, GateOptions(),
+                           device=device, dtype=dtype, baseline=False, progress=progress, drop=drop)
     stored = []  # read once the engine's usual problems are ruled out: a mismatch then costs no engine start
 
     def check_stored():
         stored.append(read_stored_report(gates.reference_report, gates.max_tau_drop,
                                          decode.comparable(TreeShape.chain(decode.k))))
 
-    report = bench_engine(target, draft, decode, engine, hub, dtype=dtype, baseline=baseline, progress=progress,
-                          drop=drop, before_run=check_stored)
+    report = bench_engine(inputs.target_name, inputs.draft_name, decode, engine, inputs.hub, dtype=dtype,
+                          baseline=baseline, progress=progress, drop=drop, before_run=check_stored, inputs=inputs)
     apply_report_gates(report, gates, stored[0])
     if ours is not None:
         ours_data = ours.to_dict()

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..checkpoint.open import open_input
 from ..layouts import detect_layout
 from ..positions.checks import PositionOptions, PositionReport, check_positions, refuse_rope_errors
-from .settings import HubOptions
+from .inputs import BenchInputs
 
 
 def bench_max_model_len(explicit: int | None, context_lengths: Iterable[int] = (), max_new_tokens: int = 0
@@ -22,16 +21,16 @@ def bench_max_model_len(explicit: int | None, context_lengths: Iterable[int] = (
     return longest + max_new_tokens if longest else None
 
 
-def check_before_bench(target: str, draft: str | None, hub: HubOptions, options: PositionOptions
-                       ) -> PositionReport | None:
-    """The checks for DRAFT on TARGET (None without a draft: a server's head is its own), RoPE errors refused."""
-    if draft is None:
+def check_before_bench(inputs: BenchInputs, options: PositionOptions) -> PositionReport | None:
+    """The checks for the draft on the target (None without a draft: a server's head is its own), RoPE errors
+    refused."""
+    if inputs.draft_name is None:
         return None
-    draft_ckpt = open_input(draft, revision=hub.revision, token=hub.token, offline=hub.offline, role="draft").checkpoint
+    draft_ckpt = inputs.draft.checkpoint
     layout, _ = detect_layout(draft_ckpt.config, frozenset(draft_ckpt.names()))
     if layout is None:
         return None  # not a head: loading it says why, with the layouts it was tried against
-    target_config = open_input(target, token=hub.token, offline=hub.offline, role="target").checkpoint.config
+    target_config = inputs.target.checkpoint.config
     report = check_positions(layout.flat_config(draft_ckpt.config), target_config, options)
     refuse_rope_errors(report)
     return report

@@ -84,8 +84,9 @@ def _one_conversion_of_reading_state(fn):
 
 
 @_one_conversion_of_reading_state
-def convert(draft: str, target: str, out: str | Path | None = None, *, to: str | None = None, dtype: str = "auto",
-            dry_run: bool = False, force: bool = False, drop: tuple[str, ...] = (), max_shard_size: str | int = "5GB",
+def convert(draft: str | InputRef, target: str | InputRef, out: str | Path | None = None, *, to: str | None = None,
+            dtype: str = "auto", dry_run: bool = False, force: bool = False, drop: tuple[str, ...] = (),
+            max_shard_size: str | int = "5GB",
             fc_bias: str = "error", verifier: str | None = None, num_speculative_tokens: int = 3,
             revision: str | None = None, target_revision: str | None = None, token: str | None = None,
             offline: bool | None = None, progress: bool = False, check_embedding: bool = False,
@@ -96,13 +97,14 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str |
     kind, layouts.registry.DEFAULT_OUTPUT_LAYOUTS; docs/convert.md: every option;
     `max_model_len` and `allow_rope_mismatch`: the position and RoPE checks, docs/long-context.md). `token_map`: a
     hot-token map for an EAGLE-1 head --to sglang, checked, copied into OUT and named in the serve command
-    (conversion/token_map.py)."""
+    (conversion/token_map.py). `draft` and `target` may be inputs the caller opened already (a bench converting the
+    draft it is benching), each then read as it is, not opened again."""
     quiet = not progress
     # A dry run reads the draft's safetensors header by range too, so it fetches no tensor data.
-    draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft", quiet=quiet,
-                          ranges=True if dry_run else None)
-    target_in = open_input(target, revision=target_revision, token=token, offline=offline, role="target", quiet=quiet,
-                           pattern=target_pattern)
+    draft_in = _opened(draft, revision=revision, token=token, offline=offline, role="draft", quiet=quiet,
+                       ranges=True if dry_run else None)
+    target_in = _opened(target, revision=target_revision, token=token, offline=offline, role="target", quiet=quiet,
+                        pattern=target_pattern)
     # --lm-head-from: the target's LM head and embedding from another checkpoint (an unquantized base).
     weights_in = open_input(lm_head_from, revision=None, token=token, offline=offline, role="target", quiet=quiet) \
         if lm_head_from else None
@@ -152,6 +154,10 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str |
     execute_plan(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,
              allow_nonfinite, token_map=hot)
     return result
+
+
+def _opened(name: str | InputRef, **options) -> InputRef:
+    return name if isinstance(name, InputRef) else open_input(name, **options)
 
 
 def written_positions(config: dict) -> dict:

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 from ..errors import UnsupportedConversionError, VerificationError
+from ..kinds import check_takes_token_map
 from ..layouts.base import Layout
-from ..runner.heads import check_takes_token_map
 from ..spec import DraftSpec
 from ..vocab.formats import FORMATS
 from ..vocab.map import VocabMap, config_vocab_size
@@ -46,7 +46,7 @@ def plan_token_map(path: str | Path, spec: DraftSpec, layout: Layout, target_con
             "so the map would be ignored.",
             "Write --to sglang with --token-map, or convert without it (bench --token-map measures a map on our "
             "runner).")
-    check_takes_token_map(spec)
+    check_takes_token_map(spec.head_kind)
     vmap = read_token_map(path, config_vocab_size(target_config))
     return TokenMapOutput(Path(path), vmap, FORMATS["sglang"].file_names(vmap.draft_vocab_size)[0])
 

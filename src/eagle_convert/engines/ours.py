@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..runner.heads import DraftHead
+from ..runner.heads import HeadModule
 from ..runner.metrics import AcceptanceStats
 from ..runner.model import TargetModel
 from ..runner.speculate import SpeculativeResult, plain_generate, speculative_generate
@@ -89,7 +89,7 @@ class OursEngine(_RunnerEngine):
     `draft_limit`: the draft's position limit (runner/positions.py), past which chains draft no more, as in vLLM;
     trees ignore it (no engine runs our trees)."""
 
-    def __init__(self, target: TargetModel, head: DraftHead, shape: TreeShape, draft_limit: int | None = None):
+    def __init__(self, target: TargetModel, head: HeadModule, shape: TreeShape, draft_limit: int | None = None):
         self.target, self.head, self.shape, self.device = target, head, shape, target.device
         self.draft_limit = draft_limit
 

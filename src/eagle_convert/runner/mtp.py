@@ -17,8 +17,9 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import UnsupportedModelError
+from ..kinds import MTP, register
 from ..spec import DraftSpec
-from .heads import DraftHead, DraftOutput
+from .heads import DraftOutput, HeadModule
 from .layers import GetTensor, as_positions, rms_norm
 from .model import TargetOutput
 
@@ -38,12 +39,16 @@ def refuse_mtp_family(family: str | None, label: str) -> None:
         "`--mtp-from-target --engine vllm` for the layer inside the target).")
 
 
-class MtpHead(DraftHead):
+class MtpHead(HeadModule):
     """MiMo's MTP layer (see the module docstring)."""
+
+    @classmethod
+    def check_runs(cls, spec: DraftSpec, label: str) -> None:
+        refuse_mtp_family(spec.mtp_family, label)
 
     def __init__(self, spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
                  target_lm_head: torch.Tensor, dtype=torch.float32, device="cpu"):
-        refuse_mtp_family(spec.mtp_family, "The draft")
+        self.check_runs(spec, "The draft")
         shared = {"embed_tokens.weight", "lm_head.weight"}  # vLLM always uses the target's copies
 
         def layer_only(name: str) -> torch.Tensor:
@@ -77,3 +82,6 @@ class MtpHead(DraftHead):
         o = rms_norm(y, self.final_norm, eps)
         logits = F.linear(o[:, -1:] if last_logits_only else o, self.lm_head)
         return DraftOutput(logits=logits, hidden=o, fc_out=None)
+
+
+register(MTP, runner_head=MtpHead)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .heads import DraftHead, DraftOutput
+from .heads import DraftOutput, HeadModule
 from .model import TargetModel
 from .positions import drafts_fit
 from .prefill import prefill
@@ -51,7 +51,7 @@ def choose_token(logits: torch.Tensor, temperature: float, generator: torch.Gene
     return torch.multinomial(token_probs(logits, temperature), 1, generator=generator)[0]
 
 
-def head_probs_in_target_vocab(head: DraftHead, head_probs: torch.Tensor, vocab_size: int) -> torch.Tensor:
+def head_probs_in_target_vocab(head: HeadModule, head_probs: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """q over the target vocab: an EAGLE-3 draft vocab is a subset, and target tokens outside it get q = 0."""
     if head.draft_to_target is None:
         return head_probs
@@ -59,7 +59,7 @@ def head_probs_in_target_vocab(head: DraftHead, head_probs: torch.Tensor, vocab_
     return full.index_copy_(0, head.draft_to_target, head_probs)
 
 
-def draft_chain(head: DraftHead, first: DraftOutput, next_position: int, k: int, *, vocab_size: int,
+def draft_chain(head: HeadModule, first: DraftOutput, next_position: int, k: int, *, vocab_size: int,
                 temperature: float = 0.0, generator: torch.Generator | None = None,
                 margins: list[torch.Tensor] | None = None):
     """Propose k target ids. `first` is the head's output whose last row sits at position next_position - 1 (it
@@ -143,7 +143,7 @@ def emit_tokens(tokens: list[int], new: Sequence[int], eos_ids: set[int], max_ne
 
 
 @torch.inference_mode()  # one mode for the whole generation: every cache update inside it
-def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Sequence[int], *, k: int,
+def speculative_generate(target: TargetModel, head: HeadModule, prompt_ids: Sequence[int], *, k: int,
                          max_new_tokens: int, temperature: float = 0.0, eos_ids: Sequence[int] = (),
                          generator: torch.Generator | None = None, draft_limit: int | None = None
                          ) -> SpeculativeResult:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from ..heads import DraftHead, DraftOutput
+from ..heads import DraftOutput, HeadModule
 from ..layers import TreeAttention
 from .shapes import TreeShape
 from .tree import DraftTree, select_top_nodes
@@ -27,7 +27,7 @@ from .tree import DraftTree, select_top_nodes
 class TreeExpansion:
     """The expansion rows of one round: where each goes in the head's cache and which rows it may see."""
 
-    def __init__(self, head: DraftHead, committed: int):
+    def __init__(self, head: HeadModule, committed: int):
         self.head, self.committed = head, committed
         self.device = head.device
         self.ancestors = torch.zeros(0, 0, dtype=torch.bool, device=self.device)  # [rows, rows]: ancestor or self
@@ -62,7 +62,7 @@ def _top(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return top.values, top.indices
 
 
-def draft_dynamic(head: DraftHead, first: DraftOutput, root: torch.Tensor, position: int,
+def draft_dynamic(head: HeadModule, first: DraftOutput, root: torch.Tensor, position: int,
                   shape: TreeShape) -> DraftTree:
     k, device = shape.top_k, head.device
     expansion = TreeExpansion(head, position)
@@ -90,7 +90,7 @@ def draft_dynamic(head: DraftHead, first: DraftOutput, root: torch.Tensor, posit
                             torch.cat(cand_scores).cpu(), shape.tokens - 1)
 
 
-def draft_static(head: DraftHead, first: DraftOutput, root: torch.Tensor, position: int,
+def draft_static(head: HeadModule, first: DraftOutput, root: torch.Tensor, position: int,
                  shape: TreeShape) -> DraftTree:
     choices = shape.choices
     index = {c: i + 1 for i, c in enumerate(choices)}  # node index (root = 0)
@@ -133,7 +133,7 @@ def draft_static(head: DraftHead, first: DraftOutput, root: torch.Tensor, positi
                      scores=torch.tensor(scores, dtype=torch.float32))
 
 
-def draft_tree(head: DraftHead, first: DraftOutput, root: torch.Tensor, position: int, shape: TreeShape) -> DraftTree:
+def draft_tree(head: HeadModule, first: DraftOutput, root: torch.Tensor, position: int, shape: TreeShape) -> DraftTree:
     """The round's tree. `first` is the head's output whose last row sits at position - 1 (it predicts the root's
     children); `root` the root token, at target position `position`."""
     if shape.mode == "dynamic":

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..heads import DraftHead
+from ..heads import HeadModule
 from ..model import TargetModel
 from ..prefill import prefill
 from ..speculate import choose_token, emit_tokens, token_probs
@@ -38,7 +38,7 @@ class TreeResult:
 
 
 @torch.inference_mode()  # one mode for the whole generation: every cache update inside it
-def tree_generate(target: TargetModel, head: DraftHead, prompt_ids: Sequence[int], *, shape: TreeShape,
+def tree_generate(target: TargetModel, head: HeadModule, prompt_ids: Sequence[int], *, shape: TreeShape,
                   max_new_tokens: int, temperature: float = 0.0, eos_ids: Sequence[int] = (),
                   generator: torch.Generator | None = None) -> TreeResult:
     if shape.mode not in ("dynamic", "static") or max_new_tokens < 1 or not prompt_ids:
