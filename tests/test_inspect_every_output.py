@@ -18,8 +18,8 @@ from support.variant_heads import TARGET, VARIANTS, make_variant_head
 import eagle_convert
 from eagle_convert.api import MtpSettings, extract_mtp
 from eagle_convert.errors import EagleConvertError
-from eagle_convert.layouts import LAYOUTS
 from eagle_convert.kinds import MTP
+from eagle_convert.layouts import LAYOUTS
 from eagle_convert.layouts.registry import extraction_layouts
 from eagle_convert.testing.mtp import FAMILIES, MtpFixture, build_mtp_target
 from eagle_convert.testing.tiny import make_eagle1_head, make_target

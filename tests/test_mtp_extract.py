@@ -62,7 +62,8 @@ def test_extraction_equals_the_source_reading_only_the_mtp_tensors(family, built
     tensor_reads = [(rel, key, n) for rel, key, n in reads if not key.startswith("__header")]
     assert {rel for rel, _, _ in reads} == {target.mtp_file}  # no trunk shard touched, not even its header
     assert sorted(key for _, key, _ in tensor_reads) == sorted(source)  # each MTP tensor once, nothing else
-    assert sum(n for _, _, n in tensor_reads) == sum(t.nbytes for t in source.values()) == result.to_dict()["bytes_to_read"]
+    assert sum(n for _, _, n in tensor_reads) == sum(t.nbytes for t in source.values()) == \
+        result.to_dict()["bytes_to_read"]
     if family == "deepseek_fp8":  # the target's quantization kept as is
         assert written["model.layers.2.self_attn.o_proj.weight"].dtype == torch.float8_e4m3fn
         assert "model.layers.2.self_attn.o_proj.weight_scale_inv" in written

@@ -42,7 +42,8 @@ class MtpSglang(ExtractedLayout):
         return None
 
     def dropped_sources(self, layers, dequantize: bool) -> dict[str, str]:
-        copies = {name: "an embedding / LM head copy: SGLang's NextN draft shares the target's" for name in layers.copies}
+        copies = {name: "an embedding / LM head copy: SGLang's NextN draft shares the target's"
+                  for name in layers.copies}
         scales = sorted(set(layers.scales.values())) if dequantize else []
         return {**copies, **{name: "--dequantize: the block scale is folded into its weight" for name in scales}}
 
