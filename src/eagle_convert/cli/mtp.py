@@ -56,5 +56,5 @@ def human(result) -> str:
                      f"(planning fetched {sum(f['fetched_to_plan'].values()):,})")
     if result.out:
         lines.append(f"output: {result.out} ({', '.join(result.files)}); every tensor written and verified")
-    lines.append(f"serve: {plan.serve_command}")
+    lines.append(f"serve: {plan['serve_command']}")
     return "\n".join(lines)
