@@ -3,7 +3,7 @@ without an fc bias, EAGLE-3 and its variants) and every MTP extraction (each fam
 families to the sglang layout, block FP8 kept and dequantized). Clean: recognised in the layout written, no problem,
 no position or vocab-map error or warning that is false for these inputs.
 
-The combinations are enumerated here from the registries (eagle_convert.layouts.LAYOUTS, mtp.plan.LAYOUTS,
+The combinations are enumerated here from the registries (eagle_convert.layouts.LAYOUTS, MTP's among them,
 testing.mtp.FAMILIES), so a new layout or family is inspected without editing this file. Why not a session-wide
 collector of every conversion other tests make: many tests corrupt an output on purpose right after writing it
 (negative controls), some convert with options that keep a true warning (--allow-rope-mismatch), and CLI tests
@@ -18,12 +18,13 @@ from support.variant_heads import TARGET, VARIANTS, make_variant_head
 import eagle_convert
 from eagle_convert.api import MtpSettings, extract_mtp
 from eagle_convert.errors import EagleConvertError
+from eagle_convert.kinds import MTP
 from eagle_convert.layouts import LAYOUTS
-from eagle_convert.mtp.plan import LAYOUTS as MTP_LAYOUTS
+from eagle_convert.layouts.registry import extraction_layouts
 from eagle_convert.testing.mtp import FAMILIES, MtpFixture, build_mtp_target
 from eagle_convert.testing.tiny import make_eagle1_head, make_target
 
-WRITABLE = [name for name, layout in LAYOUTS.items() if layout.writable]
+WRITABLE = [name for name, layout in LAYOUTS.items() if layout.writable and not layout.from_target]
 # Variants whose output holds a true problem or that every layout refuses, by design (tests/test_variants.py):
 # norm_before_residual (SGLang cannot express it; inspect says so), fc_bias (refused), wide_target (another target).
 TRUE_PROBLEM = {"norm_before_residual", "fc_bias", "wide_target"}
@@ -88,7 +89,7 @@ def mtp_targets(tmp_path_factory):
 
 
 def test_every_mtp_layout_is_covered():
-    assert {to for _, to, _ in MTP_CASES} == set(MTP_LAYOUTS)
+    assert {to for _, to, _ in MTP_CASES} == set(extraction_layouts(MTP))
 
 
 @pytest.mark.parametrize("family, to, dequantize", MTP_CASES)

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 import eagle_convert
 from eagle_convert.api import MtpSettings, extract_mtp
+from eagle_convert.checkpoint.index import parse_safetensors_header
 from eagle_convert.io.source import LocalSource
 from eagle_convert.testing.mtp import FAMILIES, MtpFixture, build_mtp_target
 
@@ -61,7 +62,8 @@ def test_extraction_equals_the_source_reading_only_the_mtp_tensors(family, built
     tensor_reads = [(rel, key, n) for rel, key, n in reads if not key.startswith("__header")]
     assert {rel for rel, _, _ in reads} == {target.mtp_file}  # no trunk shard touched, not even its header
     assert sorted(key for _, key, _ in tensor_reads) == sorted(source)  # each MTP tensor once, nothing else
-    assert sum(n for _, _, n in tensor_reads) == sum(t.nbytes for t in source.values()) == result.plan.bytes_to_read
+    assert sum(n for _, _, n in tensor_reads) == sum(t.nbytes for t in source.values()) == \
+        result.to_dict()["bytes_to_read"]
     if family == "deepseek_fp8":  # the target's quantization kept as is
         assert written["model.layers.2.self_attn.o_proj.weight"].dtype == torch.float8_e4m3fn
         assert "model.layers.2.self_attn.o_proj.weight_scale_inv" in written
@@ -88,15 +90,17 @@ def test_provenance_records_every_range_with_its_sha256(built, tmp_path):
     extract_mtp(str(target.path), tmp_path / "out")
     prov = json.loads((tmp_path / "out" / "eagle_convert.json").read_text())
     assert prov["layout"] == "mtp-vllm" and prov["mtp"]["family"] == "deepseek_v3"
+    assert list(prov["inputs"]) == ["target"] and prov["dtype"] == "as stored" and prov["nonfinite"] == {}
     data = (target.path / target.mtp_file).read_bytes()
+    ranges = parse_safetensors_header(LocalSource(target.path), target.mtp_file)  # where each tensor's bytes lie
     assert sorted(prov["tensors"]) == list(target.mtp_names)
     for name, entry in prov["tensors"].items():
         (src,) = entry["sources"]
-        start, end = src["range"]
-        assert src["name"] == name and src["file"].endswith(target.mtp_file)
-        assert src["sha256"] == hashlib.sha256(data[start:end]).hexdigest()
-    assert sum(e["sources"][0]["range"][1] - e["sources"][0]["range"][0] for e in prov["tensors"].values()) == \
-        sum(t.nbytes for t in sources(target).values())
+        start = ranges[name].offset
+        assert src["name"] == name and src["origin"] == "target" and src["file"].endswith(target.mtp_file)
+        assert src["sha256"] == hashlib.sha256(data[start:start + ranges[name].nbytes]).hexdigest()
+        assert src["sha256"] != hashlib.sha256(data[start:start + ranges[name].nbytes - 1]).hexdigest()  # control
+    assert sum(ranges[n].nbytes for n in prov["tensors"]) == sum(t.nbytes for t in sources(target).values())
 
 
 def test_an_mtp_shard_missing_from_the_index_is_found_and_noted(built, tmp_path):
@@ -142,7 +146,7 @@ def test_dry_run_reads_no_tensor_and_writes_nothing(built, tmp_path, monkeypatch
     result = extract_mtp(str(target.path), tmp_path / "out", MtpSettings(dry_run=True))
     assert all(key.startswith("__header") for _, key, _ in reads)
     assert not (tmp_path / "out").exists() and result.out is None
-    assert result.plan.bytes_to_read == sum(t.nbytes for t in sources(target).values())
+    assert result.to_dict()["bytes_to_read"] == sum(t.nbytes for t in sources(target).values())
     assert '"method":"mtp"' in result.plan.serve_command and "num_speculative_tokens\":1" in result.plan.serve_command
 
 

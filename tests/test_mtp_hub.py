@@ -47,7 +47,7 @@ def test_only_the_mtp_tensors_and_their_shard_header_are_fetched(name, hub, targ
     for rel in ("model.safetensors", "config.json"):
         assert (tmp_path / "local" / rel).read_bytes() == (tmp_path / "remote" / rel).read_bytes()
     mtp_file = target.path / target.mtp_file
-    tensor_bytes = local.plan.bytes_to_read
+    tensor_bytes = local.to_dict()["bytes_to_read"]
     assert tensor_bytes == local.layers.nbytes  # the vllm layout reads every MTP tensor, once
     assert hub.file_bytes(f"org/{name}", target.mtp_file) == header_bytes(mtp_file) + tensor_bytes
     for trunk in target.trunk_files:

@@ -18,7 +18,7 @@ import pytest
 from safetensors.torch import load_file, save_file
 from support.mtp_bench import engine_fixture
 
-from eagle_convert.mtp.extract import MtpSettings, extract_mtp
+from eagle_convert.api import MtpSettings, extract_mtp
 from eagle_convert.testing.mtp import build_mtp_target
 
 pytestmark = pytest.mark.sglang

@@ -13,9 +13,9 @@ from .benchmark.token_counts import CountSettings, count_tokens
 from .benchmark.unknown_tokens import warn_unknown_counts
 from .checkpoint.open import open_input
 from .conversion.converter import ConversionResult, convert
+from .conversion.mtp_extract import MtpResult, MtpSettings, extract_mtp
 from .errors import EagleConvertError
 from .inspection.report import InspectReport, inspect
-from .mtp.extract import MtpResult, MtpSettings, extract_mtp
 from .vocab.check import MapFacts, check_map, errors_of, refuse_errors, stated_vocab
 from .vocab.formats import DEFAULT_FORMAT, FORMATS, StorageFormat, format_for, read_stored
 from .vocab.head import apply_to_head, check_out, head_facts, write_maps

@@ -80,7 +80,8 @@ class HeadKind:
     # None otherwise: registered from above (`register(kind, recognise=...)`)
     recognise: Callable[[dict, frozenset[str]], bool] | None = None
     fallback: bool = False
-    # Written by a draft layout (layouts/); False: by `convert --mtp` (mtp/), which keeps the target's own names
+    # Converted from a draft checkpoint by a draft layout; False: extracted from its target (`convert --mtp`) by the
+    # layouts marked `from_target`, which keep the target's own names
     in_layouts: bool = True
     # Registered from above (PARTS): reader (checkpoint, target config, label, drop) -> head; spec_builder (cfg,
     # tensors, common, target_config, notes, label, nested_aux_offset) -> DraftSpec; runner_head: the bench runner's

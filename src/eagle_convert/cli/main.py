@@ -11,7 +11,7 @@ import click
 from .. import __version__
 from ..kinds import EAGLE1
 from ..layouts import LAYOUTS, output_layouts
-from ..layouts.registry import DEFAULT_OUTPUT_LAYOUTS, default_layouts_said
+from ..layouts.registry import DEFAULT_OUTPUT_LAYOUTS, default_layouts_said, draft_layouts
 from ..spec import FC_BIAS_MODES
 from .errors import handle_errors, paragraph, show_input_warnings
 from .positions import allow_rope_mismatch_option, max_model_len_option, position_lines
@@ -130,7 +130,7 @@ def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verif
 
         return convert_mtp(mtp, out, to, dequantize, num_speculative_tokens, max_shard_size, dry_run, force, as_json,
                            quiet, revision or target_revision, token, offline)
-    from ..conversion.prefetch import end_reads
+    from ..io.background import end_reads
     from ..io.interrupts import handled_signals
 
     # SIGTERM and SIGHUP clean up as Ctrl-C does; the previous handlers are restored after.
@@ -326,7 +326,7 @@ def _human_ranks(ranks: dict) -> list[str]:
 @main.command()
 def layouts():
     """List the layouts eagle-convert reads and writes."""
-    for layout in LAYOUTS.values():
+    for layout in draft_layouts().values():
         io = ("read" if layout.readable else "") + ("/write" if layout.writable else "")
         click.echo(f"{layout.name:<12} {io.strip('/'):<10} {', '.join(layout.kinds):<14} {layout.summary}")
         if layout.note:

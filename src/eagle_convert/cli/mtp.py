@@ -41,21 +41,20 @@ def convert_mtp(target, out, to, dequantize, k, max_shard_size, dry_run, force, 
 
 
 def human(result) -> str:
-    layers, plan = result.layers, result.plan
+    layers, plan = result.layers, result.plan_dict()
     lines = [f"target: {result.target.label}: {layers.family.title}, {layers.count} MTP layer(s) "
              f"({layers.count_key}), {len(layers.refs)} tensors, {layers.nbytes:,} bytes in "
              f"{', '.join(layers.files())}",
-             f"{'plan' if result.out is None else 'wrote'}: MTP head -> {plan.layout}"]
-    width = max(len(t.name) for t in plan.tensors)
-    lines += [f"  {t.name:<{width}}  {str(t.dtype).removeprefix('torch.'):<14} {str(list(t.shape)):<14} <- {t.how()}"
-              for t in plan.tensors]
-    lines += [f"  dropped {name}" for name in plan.dropped]
-    lines.append(f"tensor bytes to read: target {plan.bytes_to_read:,}")
+             f"{'plan' if result.out is None else 'wrote'}: MTP head -> {plan['layout']}"]
+    width = max(len(t["name"]) for t in plan["tensors"])
+    lines += [f"  {t['name']:<{width}}  {t['dtype']:<14} {str(t['shape']):<14} <- {t['how']}" for t in plan["tensors"]]
+    lines += [f"  dropped {name}" for name in plan["dropped"]]
+    lines.append(f"tensor bytes to read: target {plan['bytes_to_read']:,}")
     if result.fetch:
         f = result.fetch
         lines.append(f"target {f['repo_id']}@{f['commit_sha'][:12]}: {f['bytes_to_fetch']:,} bytes to fetch "
                      f"(planning fetched {sum(f['fetched_to_plan'].values()):,})")
     if result.out:
         lines.append(f"output: {result.out} ({', '.join(result.files)}); every tensor written and verified")
-    lines.append(f"serve: {plan.serve_command}")
+    lines.append(f"serve: {plan['serve_command']}")
     return "\n".join(lines)

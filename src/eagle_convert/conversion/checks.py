@@ -1,38 +1,18 @@
-"""The checks `convert` makes before writing: an output folder that would touch no input, a vocabulary map that
-fits, and a draft's own embedding copy spot-checked against the target's."""
+"""The checks `convert` makes before writing: a vocabulary map that fits, and a draft's own embedding copy
+spot-checked against the target's (the output folder's own check, shared with `convert --mtp`, is io/overlap.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
-from ..checkpoint.open import InputRef
 from ..checkpoint.read import read_rows, read_tensor
 from ..draft.load import DraftHead
-from ..errors import EXISTS_HINT, OUT_OPTION, OutputPathError, option
-from ..io.overlap import find_overlap
 from ..targets.read import TargetInfo
 from .derive import sampled_rows
 from .plan import Plan
 from .validate import check_vocab_map
 
 EMBED_SAMPLE_ROWS = 64  # rows compared between a draft's embedding copy and the target's (reads ~64 rows, not V)
-
-
-def check_out_path(out: Path, inputs: list[InputRef], force: bool) -> None:
-    """Refuse an output folder that would touch an input: by where the input files really are (symlinks followed,
-    a repo's cache folders), since --force replaces the whole output folder."""
-    out = out.resolve()
-    overlap = find_overlap(out, [(ref.label, ref.checkpoint.source) for ref in inputs])
-    if overlap is not None:
-        raise OutputPathError(f"The output folder {out} overlaps the input {overlap.input_label}: "
-                              f"{overlap.file} lives in {overlap.folder}, so writing the output (or replacing it "
-                              f"with {option('force')}) would modify the input.",
-                              f"Pick another {OUT_OPTION} folder, outside every input and its real files; inputs are "
-                              "never modified.")
-    if out.exists() and not force:
-        raise OutputPathError(f"{out} already exists.", EXISTS_HINT)
 
 
 def check_head_vocab_map(head: DraftHead) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 from ..checkpoint.open import InputRef, absolute_if_local, open_input
 from ..draft.load import load_draft
 from ..errors import OutputPathError, UnsupportedConversionError, option
+from ..io.background import end_reads
+from ..io.overlap import check_out_path
 from ..io.staging import remove_stale_staging
 from ..io.units import parse_size
 from ..layouts import get_layout
@@ -17,12 +19,11 @@ from ..layouts.base import SOURCE_LIMIT_KEY
 from ..layouts.registry import default_output_layout
 from ..positions.checks import PositionOptions, check_positions, refuse_rope_errors
 from ..targets.read import read_target
-from .checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, check_out_path, compare_embeddings, compares_embeddings
+from .checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, compare_embeddings, compares_embeddings
 from .derive import FoldReport
 from .execute import execute_plan
 from .fetch import fetch_plan
 from .plan import Plan, build_plan
-from .prefetch import end_reads
 from .token_map import plan_token_map
 
 
@@ -45,6 +46,11 @@ class ConversionResult:
     will_check: list[str] = field(default_factory=list)  # dry run: checks the real run makes on data not read yet
     positions: dict | None = None  # the position and RoPE checks (positions/checks.py) and what was written
     token_map: dict | None = None  # --token-map: its source, sha256, the file in OUT, hot ids, target vocab
+
+    def inputs_record(self) -> dict:
+        """The inputs as eagle_convert.json records them."""
+        return {"draft": self.draft.to_dict(), "target": self.target.to_dict(),
+                **({"lm_head_from": self.lm_head_from.to_dict()} if self.lm_head_from else {})}
 
     def to_dict(self) -> dict:
         return {
@@ -151,8 +157,8 @@ def convert(draft: str | InputRef, target: str | InputRef, out: str | Path | Non
                                               "sampled rows")
         raise UnsupportedConversionError(rule.refusal.format(difference=difference), rule.hint)
     result.notes += remove_stale_staging(Path(out))
-    execute_plan(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,
-             allow_nonfinite, token_map=hot)
+    execute_plan(plan, {"draft": head.checkpoint, "target": target_info.checkpoint}, Path(out), force,
+                 parse_size(max_shard_size), result, progress, allow_nonfinite, token_map=hot)
     return result
 
 

@@ -73,6 +73,9 @@ class Layout:
     nested_aux_offset: int = 0
     # The serve flag that loads a hot-token map (FR-Spec) for an EAGLE-1/2 head; None: the engine has none.
     token_map_flag: str | None = None
+    # Written from the target alone (`convert --mtp TARGET --to <to>`): the head lives inside the target (MTP layers,
+    # extracted.py). Such layouts are never a draft's input, a `convert DRAFT --to` choice, or a row of the tables.
+    from_target: bool = False
 
     # ---- input side ---------------------------------------------------------------------------------------------
     def detect(self, config: dict, names: frozenset[str]) -> str | None:
