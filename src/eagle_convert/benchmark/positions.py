@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from ..checkpoint.open import open_input
 from ..layouts import detect_layout
 from ..positions.checks import PositionOptions, PositionReport, check_positions, refuse_rope_errors
-from .settings import HubOptions
+from ..settings.common import HubOptions
 
 
 def bench_max_model_len(explicit: int | None, context_lengths: Iterable[int] = (), max_new_tokens: int = 0

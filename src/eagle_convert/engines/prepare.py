@@ -41,6 +41,8 @@ def prepare_draft(draft: str, target: str, workdir: Path, *, revision: str | Non
                   offline: bool | None = None, drop: tuple[str, ...] = ()) -> EngineDraft:
     """`draft` ready for vLLM: as it is, or converted under `workdir` (which the caller deletes)."""
     from ..conversion.converter import convert
+    from ..settings.common import HubOptions
+    from ..settings.convert import ConvertSettings
 
     target_in = open_input(target, role="target")
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft")
@@ -51,8 +53,8 @@ def prepare_draft(draft: str, target: str, workdir: Path, *, revision: str | Non
         return EngineDraft(head, str(Path(draft).resolve()), method_of(head), None)
     fc_bias = "fold" if head.spec.fc_bias else "error"
     out = workdir / "draft-vllm"
-    convert(draft, target, out, to="vllm", fc_bias=fc_bias, drop=tuple(drop), revision=revision, token=token,
-            offline=offline)
+    convert(draft, target, out, ConvertSettings(to="vllm", fc_bias=fc_bias, drop=tuple(drop)),
+            HubOptions(revision, token, offline))
     how = f"converted from the {head.layout.name} layout to the vllm layout in a temporary folder" + (
         " (--fc-bias fold: vLLM has no fc bias)" if head.spec.fc_bias else "")
     return EngineDraft(head, str(out.resolve()), method_of(head), how)

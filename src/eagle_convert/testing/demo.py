@@ -1,4 +1,4 @@
-"""`eagle-convert demo`: the whole user path on a built-in example, offline, in a few seconds.
+"""`eagle-convert demo` (api.demo): the whole user path on a built-in example, offline, in a few seconds.
 
 It builds a tiny one-layer Llama target and an EAGLE-1 head in the SafeAILab release layout (fp32 pickle, `"bias"`
 key, 2048 position limit, no LM head), inspects it, converts it for vLLM, checks every output tensor against its
@@ -15,9 +15,17 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from ..api import bench, convert, inspect
+from ..benchmark.api import bench
 from ..checkpoint.read import read_tensor
-from ..testing.tiny import DEMO_CONFIG, make_eagle1_head, make_target
+from ..conversion.converter import convert as convert_with_settings
+from ..inspection.report import inspect
+from ..settings.convert import ConvertSettings
+from .tiny import DEMO_CONFIG, make_eagle1_head, make_target
+
+
+def convert(draft: str, target: str, out: Path, **settings):
+    return convert_with_settings(draft, target, out, ConvertSettings(**settings))
+
 
 DEMO_PROMPTS = [{"prompt": "t10 t11 t12 t13"}, {"prompt": "t40 t7 t99"}]
 
