@@ -97,11 +97,11 @@ def tree_sweep(target: str, draft: str, **keywords) -> dict:
     return run_sweep(target, draft, **keywords)
 
 
-def demo(workdir: str | None = None, echo=print) -> dict:
+def demo(workdir: str | None = None, echo=print, k: int = 3) -> dict:
     """`eagle-convert demo`: the whole user path on a built-in example (testing/demo.py)."""
     from .testing.demo import run_demo
 
-    return run_demo(workdir, echo=echo)
+    return run_demo(workdir, echo=echo, k=k)
 
 
 def __getattr__(name: str):

@@ -254,7 +254,9 @@ def layouts():
 @handle_errors
 def demo(workdir, as_json):
     """Build a tiny target and EAGLE-1 head offline, then inspect, convert, verify and bench them."""
-    summary = _api().demo(workdir, echo=None if as_json else click.echo)
+    from .demo import run_demo
+
+    summary = run_demo(workdir, echo=None if as_json else click.echo)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
 
