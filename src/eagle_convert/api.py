@@ -83,11 +83,11 @@ def load() -> None:
     from .inspection import report  # noqa: F401
 
 
-def extract_mtp(target: str, out, settings):
-    """`convert --mtp`: the MTP layers inside TARGET as a draft (mtp/extract.py)."""
+def extract_mtp(target: str, out=None, settings=None):
+    """`convert --mtp`: the MTP layers inside TARGET as a draft (mtp/extract.py; `settings`: MtpSettings)."""
     from .mtp.extract import extract_mtp as extract
 
-    return extract(target, out, settings)
+    return extract(target, out) if settings is None else extract(target, out, settings)
 
 
 def tree_sweep(target: str, draft: str, **keywords) -> dict:
