@@ -105,35 +105,24 @@ def demo(workdir: str | None = None, echo=print, k: int = 3) -> dict:
 
 
 def __getattr__(name: str):
-    """The result types and renderers' helpers, imported when first asked for (each pulls torch or tokenizers)."""
-    if name in ("ConversionResult",):
-        from .conversion.converter import ConversionResult
-        return ConversionResult
-    if name in ("MtpResult", "MtpSettings"):
-        from .mtp import extract
-        return getattr(extract, name)
-    if name == "InspectReport":
-        from .inspection.report import InspectReport
-        return InspectReport
-    if name == "CountSettings":
-        from .benchmark.token_counts import CountSettings
-        return CountSettings
-    if name == "GATHER":  # the renderer's: a per-rank target's tensor, gathered from every rank file
-        from .conversion.plan import GATHER
-        return GATHER
-    if name == "config_dtype":
-        from .checkpoint.index import config_dtype
-        return config_dtype
-    if name in ("compare_table",):
-        from .benchmark.compare import compare_table
-        return compare_table
-    if name == "sweep_table":
-        from .benchmark.sweep import sweep_table
-        return sweep_table
-    if name == "parse_lengths":
-        from .benchmark.context import parse_lengths
-        return parse_lengths
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """The result types and the renderers' helpers, imported when first asked for (torch and the tokenizers load
+    with them, as they would with the work that comes before a result is rendered)."""
+    if name.startswith("__"):  # Python's own probes (__path__, __wrapped__, ...) load nothing
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .benchmark import compare, context, sweep, token_counts
+    from .checkpoint import index
+    from .conversion import converter, plan
+    from .inspection import report
+    from .mtp import extract
+
+    lazy = {"ConversionResult": converter.ConversionResult, "MtpResult": extract.MtpResult,
+            "MtpSettings": extract.MtpSettings, "InspectReport": report.InspectReport,
+            "CountSettings": token_counts.CountSettings, "GATHER": plan.GATHER, "config_dtype": index.config_dtype,
+            "compare_table": compare.compare_table, "sweep_table": sweep.sweep_table,
+            "parse_lengths": context.parse_lengths}
+    if name not in lazy:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return lazy[name]
 
 
 # `vocab-map`: draft vocabulary maps built (counting needs the chat renderer, benchmark/), converted, checked and
