@@ -14,9 +14,9 @@ from support.documents import write_documents
 import eagle_convert
 from eagle_convert.benchmark.context import parse_lengths
 from eagle_convert.benchmark.documents import DocumentsError, builtin_documents
-from eagle_convert.benchmark.settings import ContextSettings
 from eagle_convert.cli.main import main
 from eagle_convert.runner.positions import draft_position_limit
+from eagle_convert.settings.bench import ContextSettings
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 
 K, LIMIT, MAX_NEW = 3, 128, 24

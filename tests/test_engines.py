@@ -424,7 +424,7 @@ def test_the_python_api_report_is_the_cli_json_compare_included(pair):
     """`eagle_convert.bench(..., engine=..., compare=True)` returns the report `bench --json` prints: gate floor,
     engine_compare gate and compare block included (the CLI only renders it)."""
     import eagle_convert
-    from eagle_convert.benchmark.settings import EngineOptions
+    from eagle_convert.settings.bench import EngineOptions
 
     with FakeServer() as server:
         proc = bench_url(pair, server.url, "--compare", "--min-acceptance-length", "1.2")

@@ -163,3 +163,22 @@ def test_no_private_name_of_another_package_is_imported():
 
 def test_the_top_level_holds_a_handful_of_modules():
     assert {p.stem for p in PACKAGE.glob("*.py")} <= TOP_LEVEL_MODULES
+
+
+# The command line talks to the library through one door: api.py (cheap to import; torch loads behind it), plus
+# the settings it declares its options with and the typed errors it turns into exit codes.
+CLI_MAY_IMPORT = {"cli", "api", "settings", "errors", "__init__", "__version__"}
+
+
+def rooms_imported_by(room_name: str, edges) -> set[str]:
+    return {room(b, n) for a, b, n in edges if room(a) == room_name}
+
+
+def test_the_cli_imports_only_the_api_settings_and_errors():
+    assert rooms_imported_by("cli", imports()) - CLI_MAY_IMPORT == set()
+
+
+def test_the_door_check_sees_a_side_entrance():  # negative control: a lazy import of another room is caught
+    edges = [("eagle_convert.cli.bench", "eagle_convert.benchmark.api", "run"),
+             ("eagle_convert.cli.main", "eagle_convert", "api")]
+    assert rooms_imported_by("cli", edges) - CLI_MAY_IMPORT == {"benchmark"}

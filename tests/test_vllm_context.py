@@ -13,7 +13,7 @@ from support.documents import write_documents
 from support.vllm import VLLM_PYTHON
 
 from eagle_convert.benchmark.context_bench import run_context
-from eagle_convert.benchmark.settings import ContextSettings, DecodeSettings, EngineOptions
+from eagle_convert.settings.bench import BenchSettings, ContextSettings, DecodeSettings, EngineOptions
 from eagle_convert.testing.tiny import write_tokenizer
 from eagle_convert.testing.vllm_pairs import build_pair
 
@@ -39,8 +39,8 @@ def short_pair(tmp_path_factory):
 def bench(pair, engine=None):
     decode = DecodeSettings(k=K, max_new_tokens=MAX_NEW, ignore_eos=True)
     context = ContextSettings(LENGTHS, pair["documents"], 2)
-    return run_context(pair["target"], pair["head"], decode, context, engine=engine, device="cpu", dtype="float32",
-                       baseline=False).to_dict()
+    settings = BenchSettings(decode, engine=engine, device="cpu", dtype="float32", baseline=False, context=context)
+    return run_context(pair["target"], pair["head"], settings).to_dict()
 
 
 def counters(bucket: dict) -> dict:

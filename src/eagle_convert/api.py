@@ -1,40 +1,130 @@
-"""The Python API: one function per CLI command. The CLI is a thin shell over these."""
+"""The Python API, one function per CLI command, and the one door the CLI comes through (cli/ imports nothing else
+of the library but the settings it parses and the typed errors). Importing it is cheap: torch and the tokenizers
+load when a function first needs them, so the CLI can start reading a draft from disk while they do.
+
+Every function takes settings objects (settings/); the public ones also take them spelled as keywords, as README and
+docs/ show them."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jinja2
+from .conversion.prefetch import start_early_reads  # noqa: F401 (the CLI's: reads while torch loads)
+from .io.background import end_reads  # noqa: F401 (the CLI's: the early reads ended)
+from .io.interrupts import forget_outputs, handled_signals, interrupted_line  # noqa: F401 (the CLI's signals)
+from .settings.common import HubOptions
+from .settings.convert import ConvertSettings, InspectSettings, TargetTensors
+from .settings.declare import refuse_leftovers
 
-from .benchmark.chat import ChatTokenizer
-from .benchmark.token_counts import CountSettings, count_tokens
-from .benchmark.unknown_tokens import warn_unknown_counts
-from .checkpoint.open import open_input
-from .conversion.converter import ConversionResult, convert
-from .conversion.mtp_extract import MtpResult, MtpSettings, extract_mtp
-from .errors import EagleConvertError
-from .inspection.report import InspectReport, inspect
-from .vocab.check import MapFacts, check_map, errors_of, refuse_errors, stated_vocab
-from .vocab.formats import DEFAULT_FORMAT, FORMATS, StorageFormat, format_for, read_stored
-from .vocab.head import apply_to_head, check_out, head_facts, write_maps
-from .vocab.map import VocabMap, config_vocab_size
-from .vocab.rules import VocabMapError, rule_for
-from .vocab.selection import select
-
-
-def bench(*args, **kwargs):
-    """Run the draft/verify benchmark (our runner, or an engine); see `eagle_convert.benchmark.api.bench` for the
-    arguments."""
-    from .benchmark.api import bench as _bench  # torch model code loads only when benchmarking
-
-    return _bench(*args, **kwargs)
-
+if TYPE_CHECKING:  # for readers and checkers: at run time __getattr__ imports them when first asked for
+    from .benchmark.token_counts import CountSettings
+    from .conversion.converter import ConversionResult
+    from .conversion.mtp_extract import MtpResult, MtpSettings
+    from .inspection.report import InspectReport
+    from .vocab.formats import StorageFormat
+    from .vocab.map import VocabMap
 
 __all__ = ["ConversionResult", "CountSettings", "CoverageReport", "CoverageSources", "InspectReport", "MapOutput",
            "MtpResult", "MtpSettings", "VocabCheckReport", "VocabMapResult", "bench", "convert", "extract_mtp",
            "inspect", "vocab_build", "vocab_check", "vocab_convert", "vocab_coverage"]
+
+
+def convert(draft: str, target: str, out: str | Path | None = None, settings: ConvertSettings | None = None,
+            hub: HubOptions | None = None, **keywords):
+    """Convert the EAGLE head `draft` for `target` into `out` (conversion/converter.py). `settings` and `hub`, or
+    the same spelled as keywords (to=, dtype=, dry_run=, force=, drop=, revision=, target_revision=, token=, ...:
+    settings/convert.py and settings/common.py name them all; docs/convert.md says each)."""
+    from .conversion.converter import convert as convert_with_settings
+
+    if settings is None:
+        tensors = TargetTensors.from_keywords(keywords)
+        settings = ConvertSettings.from_keywords(keywords, tensors=tensors)
+        hub = HubOptions.from_keywords(keywords)
+    refuse_leftovers("convert", keywords)
+    return convert_with_settings(draft, target, out, settings, hub or HubOptions())
+
+
+def bench(target: str, draft: str | None = None, settings=None, hub: HubOptions | None = None, **keywords):
+    """Run the draft/verify benchmark (our runner, or an engine): the one entry point of `eagle-convert bench` and
+    of Python callers; see `eagle_convert.benchmark.api.bench` and `bench_settings` for the arguments."""
+    from .benchmark.api import bench as bench_with_settings  # torch model code loads only when benchmarking
+
+    return bench_with_settings(target, draft, settings, hub, **keywords)
+
+
+def inspect(path: str, target: str | None = None, settings: InspectSettings | None = None,
+            hub: HubOptions | None = None, **keywords):
+    """PATH's layout, config, tensors and problems (inspection/report.py). `settings` and `hub`, or the same
+    spelled as keywords (drop=, target_pattern=, max_model_len=, revision=, target_revision=, token=, offline=)."""
+    from .inspection.report import inspect as inspect_path
+
+    if settings is not None:
+        keywords.update(drop=settings.drop, target_pattern=settings.target_pattern,
+                        max_model_len=settings.max_model_len)
+    if hub is not None:
+        keywords.update(revision=hub.revision, target_revision=hub.target_revision, token=hub.token,
+                        offline=hub.offline)
+    return inspect_path(path, target, **keywords)
+
+
+def layouts():
+    """The draft layouts eagle-convert reads and writes, in the registry's order (`eagle-convert layouts`; the MTP
+    layouts `convert --mtp` writes are listed by its --to)."""
+    from .layouts.registry import draft_layouts
+
+    return list(draft_layouts().values())
+
+
+def load() -> None:
+    """Import what every command's work needs (torch, the converter, the inspector) now: the CLI then freezes it out
+    of the cycle collector at once."""
+    from .conversion import converter  # noqa: F401
+    from .inspection import report  # noqa: F401
+
+
+def extract_mtp(target: str, out=None, settings=None):
+    """`convert --mtp`: the MTP layers inside TARGET as a draft (conversion/mtp_extract.py; `settings`: MtpSettings)."""
+    from .conversion.mtp_extract import extract_mtp as extract
+
+    return extract(target, out) if settings is None else extract(target, out, settings)
+
+
+def tree_sweep(target: str, draft: str, **keywords) -> dict:
+    """`bench --tree-sweep`: the chain and a grid of tree shapes (benchmark/sweep.py)."""
+    from .benchmark.sweep import run_sweep
+
+    return run_sweep(target, draft, **keywords)
+
+
+def demo(workdir: str | None = None, echo=print, k: int = 3) -> dict:
+    """`eagle-convert demo`: the whole user path on a built-in example (testing/demo.py)."""
+    from .testing.demo import run_demo
+
+    return run_demo(workdir, echo=echo, k=k)
+
+
+def __getattr__(name: str):
+    """The result types and the renderers' helpers, imported when first asked for (torch and the tokenizers load
+    with them, as they would with the work that comes before a result is rendered)."""
+    if name.startswith("__"):  # Python's own probes (__path__, __wrapped__, ...) load nothing
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .benchmark import compare, context, sweep, token_counts
+    from .checkpoint import index
+    from .conversion import converter, plan
+    from .conversion import mtp_extract as extract
+    from .inspection import report
+
+    lazy = {"ConversionResult": converter.ConversionResult, "MtpResult": extract.MtpResult,
+            "MtpSettings": extract.MtpSettings, "InspectReport": report.InspectReport,
+            "CountSettings": token_counts.CountSettings, "GATHER": plan.GATHER, "config_dtype": index.config_dtype,
+            "compare_table": compare.compare_table, "sweep_table": sweep.sweep_table,
+            "parse_lengths": context.parse_lengths}
+    if name not in lazy:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return lazy[name]
 
 
 # `vocab-map`: draft vocabulary maps built (counting needs the chat renderer, benchmark/), converted, checked and
@@ -67,6 +157,10 @@ class VocabMapResult:
 
 
 def _target_vocab(target: str | None, size: int | None) -> int | None:
+    from .checkpoint.open import open_input
+    from .vocab.map import config_vocab_size
+    from .vocab.rules import VocabMapError
+
     if target is None:
         return size
     local = Path(target) / "config.json"  # a local folder: its config alone (no weights needed to size a map)
@@ -82,6 +176,10 @@ def _target_vocab(target: str | None, size: int | None) -> int | None:
 
 def _write(maps: list[VocabMap], output: MapOutput, fmt: StorageFormat, inputs: list[Path],
            describes_head: bool) -> tuple[list[Path], dict | None]:
+    from .checkpoint.open import open_input
+    from .vocab.head import apply_to_head, check_out, write_maps
+    from .vocab.rules import VocabMapError
+
     check_out(output.out, output.force, inputs + ([Path(output.apply_to)] if output.apply_to else []))
     if not output.apply_to:
         return write_maps(maps, fmt, output.out, output.force), None
@@ -97,6 +195,18 @@ def _write(maps: list[VocabMap], output: MapOutput, fmt: StorageFormat, inputs: 
 def vocab_build(target: str, prompts: str, sizes: list[int], settings: CountSettings,
                 output: MapOutput) -> VocabMapResult:
     """Count the corpus once (or read the cached counts) the `settings.compat` producer's way, select every size."""
+    import jinja2
+
+    from .benchmark.chat import ChatTokenizer
+    from .benchmark.token_counts import count_tokens
+    from .benchmark.unknown_tokens import warn_unknown_counts
+    from .errors import EagleConvertError
+    from .vocab.formats import DEFAULT_FORMAT, format_for
+    from .vocab.head import check_out
+    from .vocab.map import config_vocab_size
+    from .vocab.rules import VocabMapError, rule_for
+    from .vocab.selection import select
+
     folder = Path(target)
     if not (folder / "tokenizer.json").is_file() or not (folder / "config.json").is_file():
         raise VocabMapError(f"{target} is not a local target folder with config.json and tokenizer.json.",
@@ -127,6 +237,8 @@ def vocab_build(target: str, prompts: str, sizes: list[int], settings: CountSett
 
 def _special_ids(folder: Path) -> list[int]:
     """bos, eos, pad, unk: the ids NeMo forces into the draft vocabulary first."""
+    from .benchmark.chat import ChatTokenizer
+
     chat = ChatTokenizer.from_dir(folder)
     names = ("bos_token", "eos_token", "pad_token", "unk_token")
     ids = [chat.tokenizer.token_to_id(chat.special_tokens[n]) for n in names if n in chat.special_tokens]
@@ -136,6 +248,11 @@ def _special_ids(folder: Path) -> list[int]:
 def vocab_convert(source: str, output: MapOutput, *, from_format: str | None = None, target: str | None = None,
                   target_vocab_size: int | None = None) -> VocabMapResult:
     """A map file into another format (losslessly), or into a head (--apply-to), after the one check."""
+    from .vocab.check import MapFacts, check_map, refuse_errors, stated_vocab
+    from .vocab.formats import FORMATS, format_for, read_stored
+    from .vocab.map import VocabMap
+    from .vocab.rules import VocabMapError
+
     if output.format is None:
         raise VocabMapError("vocab-map convert needs --format.", f"Use one of: {', '.join(FORMATS)}.")
     fmt = format_for(output.format)
@@ -161,6 +278,8 @@ class VocabCheckReport:
 
     @property
     def ok(self) -> bool:
+        from .vocab.check import errors_of
+
         return not errors_of(self.findings)
 
     def to_dict(self) -> dict:
@@ -173,6 +292,11 @@ def vocab_check(path: str, *, target: str | None = None, target_vocab_size: int 
                 from_format: str | None = None) -> VocabCheckReport:
     """Every finding of the one check, for a head's folder or a map file; nothing is refused here (the CLI exits 1
     on an error finding)."""
+    from .checkpoint.open import open_input
+    from .vocab.check import MapFacts, check_map, stated_vocab
+    from .vocab.formats import read_stored
+    from .vocab.head import head_facts
+
     vocab = _target_vocab(target, target_vocab_size)
     if Path(path).is_dir() or not Path(path).exists():
         facts, kind = head_facts(open_input(path).checkpoint, vocab), "head"
@@ -213,6 +337,13 @@ def _coverage_vocabularies(target: Path, prompts: str, sources: CoverageSources,
     """(label, target ids) per vocabulary, and the counting's summary; every refusal before the target runs."""
     import torch
 
+    from .benchmark.token_counts import count_tokens
+    from .checkpoint.open import open_input
+    from .vocab.check import check_map, refuse_errors
+    from .vocab.head import head_facts
+    from .vocab.map import VocabMap
+    from .vocab.rules import VocabMapError
+    from .vocab.selection import select
     from .vocab.token_map import read_token_map
 
     found, counts = [], None
@@ -252,6 +383,8 @@ def vocab_coverage(target: str, prompts: str, sources: CoverageSources, *, max_n
     ceiling on per-position acceptance (benchmark/coverage.py counts, benchmark/stream.py decodes)."""
     from .benchmark.coverage import coverage
     from .benchmark.stream import greedy_stream
+    from .vocab.map import config_vocab_size
+    from .vocab.rules import VocabMapError
 
     folder = Path(target)
     if not (folder / "config.json").is_file():

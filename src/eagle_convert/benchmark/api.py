@@ -16,6 +16,8 @@ from ..io.text import TextEncodingError, read_text
 from ..kinds import check_takes_token_map
 from ..positions.checks import PositionOptions
 from ..runner.trees.shapes import TreeOptions, TreeShape, resolve_tree
+from ..settings.bench import BenchSettings, ContextSettings, DecodeSettings, EngineOptions, GateOptions
+from ..settings.common import HubOptions
 from ..targets.read import read_target
 from ..vocab.token_map import read_token_map
 from . import gates as gate_checks
@@ -23,23 +25,39 @@ from .compare import compare_gate
 from .inputs import BenchInputs
 from .positions import bench_max_model_len, check_before_bench
 from .report import SCHEMA_VERSION, BenchReport
-from .settings import ContextSettings, DecodeSettings, EngineOptions, GateOptions, HubOptions
 
 DEFAULT_MAX_TAU_DROP = 0.05
 
 
-def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 256, prompts=None,
-          temperature: float = 0.0, seed: int = 0, device: str = "auto", dtype: str = "auto",
-          chat_template: str = "auto", baseline: bool = True, progress: bool = False, drop: tuple[str, ...] = (),
-          revision: str | None = None, token: str | None = None, offline: bool | None = None,
-          ignore_eos: bool = False, min_acceptance_length: float | None = None, reference_draft: str | None = None,
-          reference_report: str | Path | None = None, max_tau_drop: float | None = None,
-          tree: TreeOptions | None = None, engine: str | EngineOptions | None = None,
-          compare: bool = False, max_model_len: int | None = None, allow_rope_mismatch: bool = False,
-          token_map: str | Path | None = None, context: ContextSettings | None = None) -> BenchReport:
-    """Bench DRAFT on TARGET (the keyword form of `run`; with `context`, of context_bench.run_context). A raw
-    EAGLE-1 release uses the target's LM head and embedding in memory, so raw and converted heads give the same
-    numbers. The target must be a local folder.
+def bench(target: str, draft: str | None = None, settings: BenchSettings | None = None,
+          hub: HubOptions | None = None, **keywords) -> BenchReport:
+    """Bench DRAFT on TARGET: the one entry point of `eagle-convert bench` (which passes `settings` and `hub`) and
+    of `eagle_convert.bench` (whose callers spell the settings as keywords: bench_settings says them). With
+    `settings.context`, long documents per context length (context_bench.run_context)."""
+    if settings is None:
+        settings, hub = bench_settings(**keywords)
+    elif keywords:
+        raise TypeError(f"bench() takes settings or keywords, not both (got {', '.join(sorted(keywords))})")
+    hub = hub or HubOptions()
+    if settings.context is not None:
+        from .context_bench import run_context
+
+        return run_context(target, draft, settings, hub)
+    return run(target, draft, settings, hub)
+
+
+def bench_settings(*, k: int = 3, max_new_tokens: int = 256, prompts=None, temperature: float = 0.0, seed: int = 0,
+                   device: str = "auto", dtype: str = "auto", chat_template: str = "auto", baseline: bool = True,
+                   progress: bool = False, drop: tuple[str, ...] = (), revision: str | None = None,
+                   token: str | None = None, offline: bool | None = None, ignore_eos: bool = False,
+                   min_acceptance_length: float | None = None, reference_draft: str | None = None,
+                   reference_report: str | Path | None = None, max_tau_drop: float | None = None,
+                   tree: TreeOptions | None = None, engine: str | EngineOptions | None = None,
+                   compare: bool = False, max_model_len: int | None = None, allow_rope_mismatch: bool = False,
+                   token_map: str | Path | None = None,
+                   context: ContextSettings | None = None) -> tuple[BenchSettings, HubOptions]:
+    """`eagle_convert.bench`'s keywords as settings. A raw EAGLE-1 release uses the target's LM head and embedding
+    in memory, so raw and converted heads give the same numbers. The target must be a local folder.
 
     Gates (`report.gates`, `report.passed`): `min_acceptance_length` (τ floor); `reference_draft` (the head as
     released, benched in the same run: in fp32 greedy every round must be identical); `reference_report` (a stored
@@ -51,7 +69,7 @@ def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 2
     `max_model_len`, `allow_rope_mismatch`: the position and RoPE checks run first (docs/long-context.md). `token_map`:
     a hot-token map file (SGLang's --speculative-token-map) restricting an EAGLE-1 head's LM head (our runner).
     `context`: `bench --context-lengths` (long documents cut to each length, `prompts` unused; report.context per
-    bucket)."""
+    bucket). `revision`, `token`, `offline`: how a draft repo id is read from the Hub."""
     if isinstance(engine, str):
         if engine not in ("ours", "vllm"):
             raise ValueError(f"engine must be 'ours', 'vllm' or EngineOptions, got {engine!r}")
@@ -59,37 +77,32 @@ def bench(target: str, draft: str | None, *, k: int = 3, max_new_tokens: int = 2
     decode = DecodeSettings(k=k, tree=tree, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                             ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts, token_map=token_map)
     gates = GateOptions(min_acceptance_length, reference_draft, reference_report, max_tau_drop)
-    longest = bench_max_model_len(max_model_len, context.lengths if context else (), max_new_tokens)
-    options = dict(engine=engine, compare=compare, device=device, dtype=dtype, baseline=baseline, progress=progress,
-                   drop=drop, positions=PositionOptions(longest, allow_rope_mismatch))
-    if context is not None:
-        from .context_bench import run_context
-
-        return run_context(target, draft, decode, context, gates, HubOptions(revision, token, offline), **options)
-    return run(target, draft, decode, gates, HubOptions(revision, token, offline), **options)
+    return BenchSettings(decode, gates, engine, compare, device, dtype, baseline, progress, tuple(drop), max_model_len,
+                         allow_rope_mismatch, context), HubOptions(revision, token, offline)
 
 
-def run(target: str, draft: str | None, decode: DecodeSettings, gates: GateOptions = GateOptions(),
-        hub: HubOptions = HubOptions(), *, engine: EngineOptions | None = None, compare: bool = False,
-        device: str = "auto", dtype: str = "auto", baseline: bool = True, progress: bool = False,
-        drop: tuple[str, ...] = (), positions: PositionOptions | None = None) -> BenchReport:
-    """The whole bench report: our runner, or `engine` (and with `compare` ours beside it), the gates applied; the
-    position and RoPE checks first (a RoPE error is refused before any model loads)."""
+def run(target: str, draft: str | None, settings: BenchSettings, hub: HubOptions = HubOptions()) -> BenchReport:
+    """The whole bench report: our runner, or `settings.engine` (and with `compare` ours beside it), the gates
+    applied; the position and RoPE checks first (a RoPE error is refused before any model loads)."""
+    decode, gates, engine, compare = settings.decode, settings.gates, settings.engine, settings.compare
     if not compare and engine is None:
         require_local_target(target)  # our runner's first refusal comes before the checks read the target
+    lengths = settings.context.lengths if settings.context else ()
+    positions = PositionOptions(bench_max_model_len(settings.max_model_len, lengths, decode.max_new_tokens),
+                                settings.allow_rope_mismatch)
     inputs = BenchInputs(target, draft, hub)  # each checkpoint opened once for the whole run
-    checked = check_before_bench(inputs, positions or PositionOptions())
+    checked = check_before_bench(inputs, positions)
+    how = dict(device=settings.device, dtype=settings.dtype, baseline=settings.baseline, progress=settings.progress,
+               drop=settings.drop)
     if compare or engine is not None:
         if decode.token_map is not None:
             raise UnsupportedConversionError(
                 "--token-map restricts the head's LM head in our runner; vLLM has no hot-token map (FR-Spec), so an "
                 "engine bench would run the full head.",
                 "Bench the map with our runner (without --engine / --engine-url / --compare).")
-        report = _bench_with_engine(inputs, decode, gates, engine or EngineOptions(), compare=compare,
-                                    device=device, dtype=dtype, baseline=baseline, progress=progress, drop=drop)
+        report = _bench_with_engine(inputs, decode, gates, engine or EngineOptions(), compare=compare, **how)
     else:
-        report = _bench_ours(inputs, decode, gates, device=device, dtype=dtype, baseline=baseline,
-                             progress=progress, drop=drop)
+        report = _bench_ours(inputs, decode, gates, **how)
     report.positions = checked.to_dict() if checked else None
     return report
 

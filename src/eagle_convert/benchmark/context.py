@@ -18,11 +18,11 @@ from pathlib import Path
 from ..engines.base import add_counters, zero_counters
 from ..errors import EagleConvertError
 from ..runner.metrics import merge_stats
+from ..settings.bench import ContextSettings
 from .chat import ChatTokenizer
 from .documents import Document, DocumentsError, builtin_documents, load_documents
 from .prompts import Prompt
 from .report import BenchReport, PromptReport
-from .settings import ContextSettings
 from .unknown_tokens import warn_mostly_unknown
 
 SENTINEL = "\x00EAGLE-CONVERT-DOCUMENT\x00"

@@ -10,21 +10,21 @@ import torch
 
 from ..checkpoint.open import open_input
 from ..draft.load import load_draft, tensor_reader
-from ..positions.checks import PositionOptions
 from ..runner.positions import draft_position_limit
+from ..settings.bench import BenchSettings
+from ..settings.common import HubOptions
 from . import gates as gate_checks
 from .api import run
 from .context import bucket_prompts, check_buckets_fit, context_block, documents_for
 from .plot import check_plot_path, write_plot
 from .report import BenchReport
-from .settings import ContextSettings, DecodeSettings, EngineOptions, GateOptions, HubOptions
 
 
-def run_context(target: str, draft: str | None, decode: DecodeSettings, context: ContextSettings,
-                gates: GateOptions = GateOptions(), hub: HubOptions = HubOptions(), *,
-                engine: EngineOptions | None = None, compare: bool = False, device: str = "auto",
-                dtype: str = "auto", baseline: bool = True, progress: bool = False,
-                drop: tuple[str, ...] = (), positions: PositionOptions | None = None) -> BenchReport:
+def run_context(target: str, draft: str | None, settings: BenchSettings, hub: HubOptions = HubOptions()
+                ) -> BenchReport:
+    """bench --context-lengths (`settings.context`): the documents cut to each length, benched as one run (api.run),
+    then the report's `context` block per bucket."""
+    context, decode, gates, engine = settings.context, settings.decode, settings.gates, settings.engine
     if context.plot is not None:
         check_plot_path(context.plot)
     target_config = open_input(target, role="target").checkpoint.config
@@ -36,8 +36,8 @@ def run_context(target: str, draft: str | None, decode: DecodeSettings, context:
     if engine is not None and engine.url is None and not own_length and target_limit:
         # vLLM's max_model_len as the target states it (bench's default caps it at 4096): the longest bucket fits
         engine = replace(engine, args=(*engine.args, f"max_model_len={target_limit}"))
-    report = run(target, draft, replace(decode, prompts=prompts), gates, hub, engine=engine, compare=compare,
-                 device=device, dtype=dtype, baseline=baseline, progress=progress, drop=drop, positions=positions)
+    report = run(target, draft, replace(settings, decode=replace(decode, prompts=prompts), engine=engine), hub)
+    drop = settings.drop
     head = _head(draft, target, hub, drop) if draft is not None else None  # a server's head: unknown here
     limits = {"draft": _limit(head, target_limit, served=report.engine) if head is not None else None}
     if gates.reference_draft is not None and report.reference is not None:

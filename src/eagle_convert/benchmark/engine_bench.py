@@ -19,12 +19,14 @@ from ..engines.vllm_server import ServerEngine
 from ..errors import EngineError, LayoutError
 from ..io.progress import announce
 from ..runner.trees.shapes import TreeShape
+from ..settings.bench import DecodeSettings, EngineOptions
+from ..settings.common import HubOptions
 from ..targets import family_for
 from .inputs import BenchInputs
 from .loop import EngineRun, counters_block, run_baseline, run_conversations
 from .report import BenchReport
 from .session import Session, check_lossless, open_session
-from .settings import DecodeSettings, EngineOptions, HubOptions, report_settings
+from .settings import report_settings
 
 DEFAULT_MAX_MODEL_LEN = 4096  # capped by the target's max_position_embeddings; --engine-arg max_model_len=N
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ..checkpoint.open import InputRef, open_input
 from ..draft.load import DraftHead, open_head
 from ..mtp import draft as mtp_draft  # noqa: F401  (fills MTP's row in kinds.py: open_head then reads MTP heads)
-from .settings import HubOptions
+from ..settings.common import HubOptions
 
 
 @dataclass

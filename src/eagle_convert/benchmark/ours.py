@@ -19,11 +19,12 @@ from ..runner.positions import draft_position_limit
 from ..runner.precision import runtime_environment
 from ..runner.text_model import runner_target
 from ..runner.trees.shapes import TreeShape, check_tree_for_head
+from ..settings.bench import DecodeSettings
 from ..spec import DraftSpec
 from .loop import run_baseline, run_conversations
 from .report import BenchReport
 from .session import Session, check_lossless, load_target, open_session, resolve_device_dtype
-from .settings import DecodeSettings, report_settings
+from .settings import report_settings
 
 Head = tuple[DraftSpec, Callable[[str], torch.Tensor]]  # a head's spec and its tensors (canonical names)
 

@@ -211,8 +211,8 @@ def run_bench(target_path: str | Path | Checkpoint, draft_spec: DraftSpec,
     """The keyword form of `bench_target` (ours.py), for tests and scripts. `prompts`: None for the built-in set, a
     JSONL path, or Prompt objects / strings. `chat_template`: "auto" (the target's template when it has one, else raw
     text) or "none". `tree`: draft trees of this shape instead of k-token chains (None or mode "chain": chains)."""
+    from ..settings.bench import DecodeSettings
     from .ours import bench_target
-    from .settings import DecodeSettings
 
     decode = DecodeSettings(k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                             ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts)

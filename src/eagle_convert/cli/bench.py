@@ -8,11 +8,13 @@ from pathlib import Path
 
 import click
 
+from .. import api
+from ..settings.bench import BenchSettings, ContextSettings, DecodeSettings, GateOptions, TreeSettings
+from ..settings.common import HubOptions
 from .context_table import context_report
 from .engine import check_engine_usage, engine_from, engine_options, engine_requested
 from .errors import EXIT_GATE, handle_errors, paragraph
-from .positions import allow_rope_mismatch_option, max_model_len_option
-from .tree import TREE_FLAGS, sweep_command, tree_options, tree_options_from, tree_report_lines
+from .tree import sweep_command, tree_options, tree_report_lines
 
 
 def _fmt(value, spec: str = ".3f") -> str:
@@ -26,143 +28,95 @@ def _fmt(value, spec: str = ".3f") -> str:
 @click.option("--mtp-from-target", is_flag=True,
               help="Bench the MTP layer the target ships, loaded from TARGET itself (instead of --draft; the same "
                    "as --draft TARGET). An extracted MTP folder is a --draft like any other.")
-@click.option("-k", "--num-speculative-tokens", "k", default=3, show_default=True, type=click.IntRange(1, 64))
-@click.option("--max-new-tokens", default=256, show_default=True, type=click.IntRange(1))
-@click.option("--prompts", type=click.Path(exists=True, dir_okay=False),
-              help='JSONL: MT-bench {"question_id", "turns": [...]}, {"prompt": "..."} or {"prompt_ids": [...]} '
-                   '(default: a built-in set).')
-@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(0), help="0 = greedy.")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
-@click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float16", "float32"]), default="auto",
-              show_default=True, help="auto = bf16 on CUDA, fp32 on CPU.")
-@click.option("--chat-template", type=click.Choice(["auto", "none"]), default="auto", show_default=True)
-@click.option("--ignore-eos", is_flag=True, help="Generate --max-new-tokens every time (as vLLM benchmarks do).")
-@click.option("--no-baseline", is_flag=True, help="Skip plain decoding (no speedup, no lossless check).")
-@click.option("--min-acceptance-length", type=float, help="Exit with code 3 when τ is below this (a CI gate).")
-@click.option("--reference-draft", metavar="RAW",
-              help="Also bench RAW (the head as released, any layout) in the same run; exit 3 unless DRAFT behaves "
-                   "exactly like it (fp32 greedy: every round; else τ within a tolerance).")
-@click.option("--reference-report", type=click.Path(exists=True, dir_okay=False),
-              help="A stored --json report of the same settings and prompts: exit 3 when τ dropped by more than "
-                   "--max-tau-drop, overall or in any prompt category.")
-@click.option("--max-tau-drop", type=click.FloatRange(0), help="With --reference-report (default 0.05).")
+@DecodeSettings.cli_options("k", "max_new_tokens", "prompts", "temperature", "seed")
+@BenchSettings.cli_options("device", "dtype")
+@DecodeSettings.cli_options("chat_template", "ignore_eos")
+@BenchSettings.cli_options("baseline")
+@GateOptions.cli_options()
 @click.option("--report", "report_path", type=click.Path(dir_okay=False),
               help="Also write the full --json report to this file (written when a gate fails too).")
 @click.option("--threads", type=click.IntRange(1), help="torch CPU threads (default: torch's choice).")
-@click.option("--drop", multiple=True, metavar="PATTERN", help="Ignore draft tensors matching this glob.")
-@max_model_len_option("The context length you will serve (tokens): the draft's and the target's position limits are "
-                      "checked against it (default: the longest context the run uses).")
-@allow_rope_mismatch_option
-@click.option("--token-map", type=click.Path(exists=True, dir_okay=False),
-              help="A hot-token map (SGLang's --speculative-token-map: a .pt list of target ids): the EAGLE-1 head's "
-                   "LM head keeps only those rows (FR-Spec); the verify stays the target's, so output is unchanged.")
-@click.option("--context-lengths", metavar="LIST",
-              help="Acceptance against context length: e.g. 1k,2k,4k,8k (k = 1000 prompt tokens); long documents cut "
-                   "to each length, a table per bucket (docs/long-context.md). Replaces --prompts.")
-@click.option("--documents", type=click.Path(exists=True, dir_okay=False),
-              help='With --context-lengths: JSONL of long documents, {"context", "question"} (LongBench-v2 style) '
-                   'or {"text"} (default: the Python reference manual\'s topics, from pydoc_data).')
-@click.option("--documents-per-bucket", default=4, show_default=True, type=click.IntRange(1),
-              help="With --context-lengths: documents per length.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
-              help="With --context-lengths: τ and per-position acceptance against length, FILE.svg (or .png with "
-                   "matplotlib).")
+@BenchSettings.cli_options("drop", "max_model_len", "allow_rope_mismatch")
+@DecodeSettings.cli_options("token_map")
+@ContextSettings.cli_options()
 @click.option("--json", "as_json", is_flag=True, help="The full report (documented schema) on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr (shown with --json too: stdout stays the "
                                                     "report).")
 @tree_options
 @engine_options
-def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperature, seed, device, dtype, chat_template,
-          ignore_eos, no_baseline, min_acceptance_length, reference_draft, reference_report, max_tau_drop, report_path,
-          threads, drop, max_model_len, allow_rope_mismatch, token_map, context_lengths, documents,
-          documents_per_bucket, plot_path, as_json, quiet, **options):
+@HubOptions.cli_options(*HubOptions.DRAFT_REPO)
+def bench(target, draft, mtp_from_target, report_path, threads, as_json, quiet, **parsed):
     """Run TARGET with the DRAFT head (speculative decoding) and report acceptance, speed and losslessness."""
-    tree_flags = {name: options.pop(name) for name in TREE_FLAGS}
-    context = _context_settings(context_lengths, documents, documents_per_bucket, plot_path, prompts, tree_flags)
-    engine_flags = options
+    tree = TreeSettings.from_cli(parsed)
+    context = _context_settings(parsed, tree)
     if mtp_from_target:
         if draft is not None:
             raise click.UsageError("--mtp-from-target and --draft name two drafts: pass one of them.")
         draft = target  # a draft that is the target: its own MTP layer (mtp/draft.py)
-    with_engine = engine_requested(engine_flags)
+    with_engine = engine_requested(parsed)
     if with_engine:
-        if tree_flags["tree"] != "chain" or tree_flags["tree_sweep"]:
+        if not tree.is_chain:
             raise click.UsageError("--tree and --tree-sweep apply to our runner: an engine bench drafts chains "
                                    "(bench the tree without --engine / --engine-url / --compare).")
-        check_engine_usage(engine_flags, draft=draft, reference_draft=reference_draft)
-        if token_map:
+        check_engine_usage(parsed, draft=draft, reference_draft=parsed["reference_draft"])
+        if parsed["token_map"]:
             raise click.UsageError("--token-map restricts the head in our runner; vLLM has no hot-token map, so an "
                                    "engine bench would ignore it (bench the map without --engine / --engine-url / "
                                    "--compare).")
     elif draft is None:
         raise click.UsageError("--draft is required (except with --engine-url).")
 
-    if threads and (not with_engine or engine_flags["compare"]):  # our runner's torch (an engine has its own)
+    if threads and (not with_engine or parsed["compare"]):  # our runner's torch (an engine has its own)
         import torch
 
         torch.set_num_threads(threads)
 
-    if tree_flags["tree_sweep"]:
-        sweep = handle_errors(sweep_command)  # a bad --token-map is one paragraph here too
-        return sweep(target, draft, k=k, prompts=prompts, num_prompts=tree_flags["sweep_prompts"], as_json=as_json,
-                     max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, device=device, dtype=dtype,
-                     chat_template=chat_template, drop=drop, ignore_eos=ignore_eos, token_map=token_map,
-                     progress=not quiet)
+    parsed.pop("engine")
+    engine = engine_from(parsed) if with_engine else None
+    hub = HubOptions.from_cli(parsed)
+    decode = DecodeSettings.from_cli(parsed, tree=None if with_engine else tree.options())
+    settings = BenchSettings.from_cli(parsed, decode=decode, gates=GateOptions.from_cli(parsed), engine=engine,
+                                      progress=not quiet, context=context)
+    if tree.tree_sweep:  # a bad --token-map is one paragraph here too
+        return sweep_command(target, draft, num_prompts=tree.sweep_prompts, **_sweep_keywords(settings, hub))
 
-    from ..benchmark.api import run
-    from ..benchmark.compare import compare_table
-    from ..benchmark.positions import bench_max_model_len
-    from ..benchmark.settings import DecodeSettings, GateOptions
-    from ..positions.checks import PositionOptions
-
-    decode = DecodeSettings(k=k, tree=None if with_engine else tree_options_from(tree_flags),
-                            max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, ignore_eos=ignore_eos,
-                            chat_template=chat_template, prompts=prompts, token_map=token_map)
-    gates = GateOptions(min_acceptance_length, reference_draft, reference_report, max_tau_drop)
-    engine = engine_from(engine_flags) if with_engine else None
-
-    @handle_errors
-    def go(as_json=as_json):
-        longest = bench_max_model_len(max_model_len, context.lengths if context else (), max_new_tokens)
-        options = dict(engine=engine, compare=with_engine and engine_flags["compare"], device=device, dtype=dtype,
-                       baseline=not no_baseline, progress=not quiet, drop=drop,
-                       positions=PositionOptions(longest, allow_rope_mismatch))
-        if context is not None:
-            from ..benchmark.context_bench import run_context
-
-            return run_context(target, draft, decode, context, gates, **options)
-        return run(target, draft, decode, gates, **options)
-
-    report = go(as_json=as_json)
+    report = handle_errors(api.bench)(target, draft, settings, hub)
     data = report.to_dict()
     for finding in (data.get("positions") or {}).get("findings", []):
         if finding["severity"] != "info" and not as_json:  # --json carries them in `positions`
             click.echo(paragraph(f"warning: [{finding['name']}] {finding['message']} {finding['hint']}"), err=True)
-    table = compare_table(data["compare"]["rows"], engine.label) if report.compare is not None else None
+    table = api.compare_table(data["compare"]["rows"], engine.label) if report.compare is not None else None
     human = context_report(data) if context is not None else human_report(data)
     finish(report, data, report_path, "\n".join(filter(None, [human, table])), as_json)
 
 
-def _context_settings(lengths, documents, per_bucket, plot_path, prompts, tree_flags):
+def _sweep_keywords(settings: BenchSettings, hub: HubOptions) -> dict:
+    """--tree-sweep benches each shape through the keyword form (benchmark/sweep.py): the settings it takes."""
+    d = settings.decode
+    return dict(k=d.k, prompts=d.prompts, max_new_tokens=d.max_new_tokens, temperature=d.temperature, seed=d.seed,
+                device=settings.device, dtype=settings.dtype, chat_template=d.chat_template, drop=settings.drop,
+                ignore_eos=d.ignore_eos, token_map=d.token_map, progress=settings.progress, revision=hub.revision,
+                token=hub.token, offline=hub.offline)
+
+
+def _context_settings(parsed: dict, tree: TreeSettings) -> ContextSettings | None:
     """--context-lengths and its options as ContextSettings (None without it); misuse is a usage error."""
+    lengths = parsed.pop("context_lengths")
     if lengths is None:
-        if documents or plot_path:
+        if parsed["documents"] or parsed["plot_path"]:
             raise click.UsageError("--documents and --plot go with --context-lengths.")
+        ContextSettings.from_cli(parsed)  # its options, unused, taken off the command line
         return None
-    if prompts:
+    if parsed["prompts"]:
         raise click.UsageError("--context-lengths builds its prompts from long documents: use --documents, not "
                                "--prompts.")
-    if tree_flags["tree"] != "chain" or tree_flags["tree_sweep"]:
+    if not tree.is_chain:
         raise click.UsageError("--context-lengths benches chains (the drafting vLLM runs): drop --tree/--tree-sweep.")
-    from ..benchmark.context import parse_lengths
-    from ..benchmark.settings import ContextSettings
-
     try:
-        parsed = parse_lengths(lengths)
+        parsed_lengths = api.parse_lengths(lengths)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--context-lengths") from error
-    return ContextSettings(parsed, documents, per_bucket, plot_path)
+    return ContextSettings.from_cli(parsed, lengths=parsed_lengths)
 
 
 def finish(report, data: dict, report_path, human: str, as_json: bool) -> None:

@@ -11,8 +11,8 @@ import warnings
 
 import click
 
+from .. import api
 from ..errors import EagleConvertError, InputWarning, options_spelled_for_cli
-from ..io import interrupts
 
 EXIT_ERROR, EXIT_GATE = 1, 3  # 2, a usage error, is click's own exit code
 
@@ -44,11 +44,13 @@ def show_input_warnings() -> None:
 
 def handle_errors(fn):
     """Typed library errors -> one paragraph on stderr and exit 1; tracebacks only with EAGLE_CONVERT_DEBUG=1. Every
-    text the command prints names options as flags (`--force`, not the Python API's `force=True`: errors.option)."""
+    text the command prints names options as flags (`--force`, not the Python API's `force=True`: errors.option).
+    With the command's --json, the error is also a JSON object on stdout (read from the command line as parsed, so
+    any function of the command may be wrapped)."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        interrupts.forget_outputs()
+        api.forget_outputs()
         with options_spelled_for_cli():
             return _run(fn, args, kwargs)
 
@@ -61,19 +63,24 @@ def _run(fn, args, kwargs):
     except EagleConvertError as exc:
         if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
             raise
-        _fail(kwargs, f"error: {exc.message} {exc.hint}", type(exc).__name__)
+        _fail(f"error: {exc.message} {exc.hint}", type(exc).__name__)
     except OSError as exc:  # disk full, permission denied...: not our typed errors, still one paragraph
         if os.environ.get("EAGLE_CONVERT_DEBUG") == "1":
             raise
-        _fail(kwargs, f"error: {exc}. Nothing was written; fix the cause (free space, permissions) and retry.",
+        _fail(f"error: {exc}. Nothing was written; fix the cause (free space, permissions) and retry.",
               type(exc).__name__)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP turned into Interrupted (interrupts.py)
-        click.echo(interrupts.interrupted_line(getattr(exc, "signal_name", None)), err=True)
+        click.echo(api.interrupted_line(getattr(exc, "signal_name", None)), err=True)
         sys.exit(getattr(exc, "exit_code", 130))
 
 
-def _fail(kwargs: dict, message: str, kind: str) -> None:
-    if kwargs.get("as_json"):
+def _as_json() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.params.get("as_json"))
+
+
+def _fail(message: str, kind: str) -> None:
+    if _as_json():
         click.echo(json.dumps({"ok": False, "error": kind, "message": message.removeprefix("error: ")}))
     click.echo(paragraph(message), err=True)
     sys.exit(EXIT_ERROR)

@@ -18,23 +18,25 @@ def _given(ctx: click.Context, name: str) -> bool:
     return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
 
 
-def convert_mtp(target, out, to, dequantize, k, max_shard_size, dry_run, force, as_json, quiet, revision, token,
-                offline) -> None:
+def convert_mtp(target, out, settings, dequantize: bool, as_json: bool, hub) -> None:
+    """`settings`: convert's ConvertSettings, of which the MTP extraction takes the output's; `hub`: the target
+    repo read at --revision or --target-revision."""
     ctx = click.get_current_context()
     mixed = [p.opts[-1] if p.opts[-1].startswith("-") else p.human_readable_name
              for p in ctx.command.params if p.name in EAGLE_ONLY and _given(ctx, p.name)]
     if mixed:
         raise click.UsageError(f"{', '.join(mixed)} cannot be used with --mtp TARGET, which extracts the MTP head "
                                "inside TARGET (an EAGLE head is converted with DRAFT --target TARGET).")
-    from ..api import MtpSettings, extract_mtp
-    from ..io.interrupts import handled_signals
+    from .. import api
 
-    k = k if _given(ctx, "num_speculative_tokens") else 1  # one MTP layer drafts one token (MiMo, ERNIE: at most)
-    settings = MtpSettings(to=to or "vllm", dequantize=dequantize, dry_run=dry_run, force=force,
-                           max_shard_size=max_shard_size, num_speculative_tokens=k,
-                           revision=revision, token=token, offline=offline, progress=not quiet)
-    with handled_signals():
-        result = extract_mtp(target, out, settings)
+    # one MTP layer drafts one token (MiMo, ERNIE: at most)
+    k = settings.num_speculative_tokens if _given(ctx, "num_speculative_tokens") else 1
+    mtp_settings = api.MtpSettings(to=settings.to or "vllm", dequantize=dequantize, dry_run=settings.dry_run,
+                                   force=settings.force, max_shard_size=settings.max_shard_size,
+                                   num_speculative_tokens=k, revision=hub.revision or hub.target_revision,
+                                   token=hub.token, offline=hub.offline, progress=settings.progress)
+    with api.handled_signals():
+        result = api.extract_mtp(target, out, mtp_settings)
     for line in result.notes:
         click.echo(f"note: {line}", err=True)
     click.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else human(result))

@@ -2,21 +2,6 @@
 
 from __future__ import annotations
 
-import click
-
-MAX_MODEL_LEN_HELP = ("The context length you will serve (tokens): the draft's and the target's position limits are "
-                      "checked against it (docs/long-context.md).")
-
-
-def max_model_len_option(help_text: str = MAX_MODEL_LEN_HELP):
-    return click.option("--max-model-len", type=click.IntRange(1), metavar="TOKENS", help=help_text)
-
-
-def allow_rope_mismatch_option(fn):
-    return click.option("--allow-rope-mismatch", is_flag=True,
-                        help="Keep the draft's own RoPE when it differs from the target's in a way that changes its "
-                             "numbers (refused by default): for a head trained with its own schedule.")(fn)
-
 
 def position_lines(positions: dict | None) -> list[str]:
     """The summary and every finding, as `inspect` prints them."""

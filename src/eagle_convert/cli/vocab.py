@@ -9,22 +9,20 @@ from pathlib import Path
 
 import click
 
-from ..vocab.rules import COMPATS, FORMAT_NAMES
+from .. import api
+from ..settings.declare import cli_option
+from ..settings.vocab import COMPAT, FORMAT, FROM_FORMAT
 from .errors import EXIT_ERROR, handle_errors, paragraph
 
 
 def _api():
-    from .. import api
-
     return api
 
 
 def _signals():
     """SIGINT, SIGTERM and SIGHUP handled as convert handles them (io/interrupts.py): staged output removed, one
     line said, and, while the corpus is read and tokenized, an exit at once."""
-    from ..io.interrupts import handled_signals
-
-    return handled_signals()
+    return api.handled_signals()
 
 
 def _emit(as_json: bool, payload: dict, human: list[str]) -> None:
@@ -80,9 +78,9 @@ def _with(options):
                    "what the trainers count), or bench's {\"turns\"}/{\"prompt\"} rows (user turns only).")
 @click.option("-n", "sizes", multiple=True, required=True, type=click.IntRange(1),
               help="Draft vocabulary size; repeat for several (one pass over the corpus serves them all).")
-@click.option("--compat", required=True, type=click.Choice(COMPATS),
-              help="Whose rules: mask, length, tie-break, padding and order (docs/vocab-maps.md).")
-@click.option("--format", "fmt", type=click.Choice(list(FORMAT_NAMES)), help="File format (default: the producer's).")
+@cli_option(COMPAT, "compat", required=True,
+            help="Whose rules: mask, length, tie-break, padding and order (docs/vocab-maps.md).")
+@cli_option(FORMAT, "fmt", "File format (default: the producer's).")
 @click.option("--max-length", default=2048, show_default=True, type=click.IntRange(1),
               help="Token limit per sample (truncated or dropped, as the producer does).")
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="Where counts are cached "
@@ -111,9 +109,9 @@ def build(target, prompts, sizes, compat, fmt, max_length, cache_dir, quiet, out
 
 @vocab_map.command("convert")
 @click.argument("source", type=click.Path(exists=True, dir_okay=False))
-@click.option("--format", "fmt", required=True, type=click.Choice(list(FORMAT_NAMES)), help="Output format.")
-@click.option("--from", "from_format", type=click.Choice(list(FORMAT_NAMES)),
-              help="Input format, when the file does not say (a .pt of one tensor: modelopt or sglang).")
+@cli_option(FORMAT, "fmt", "Output format.", required=True)
+@cli_option(FROM_FORMAT, "from_format",
+            help="Input format, when the file does not say (a .pt of one tensor: modelopt or sglang).")
 @click.option("--target", "-t", help="Target whose config vocabulary sizes t2d (a map without t2d needs it).")
 @click.option("--target-vocab-size", type=click.IntRange(1), help="The config vocabulary, instead of --target.")
 @_with(_output)
@@ -130,7 +128,7 @@ def convert(source, fmt, from_format, target, target_vocab_size, out, apply_to, 
 @click.argument("path")
 @click.option("--target", "-t", help="Check sizes against this target's config vocabulary (text_config included).")
 @click.option("--target-vocab-size", type=click.IntRange(1), help="The config vocabulary, instead of --target.")
-@click.option("--from", "from_format", type=click.Choice(list(FORMAT_NAMES)), help="A map file's format, if ambiguous.")
+@cli_option(FROM_FORMAT, "from_format", help="A map file's format, if ambiguous.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @handle_errors
 def check(path, target, target_vocab_size, from_format, as_json):
@@ -155,13 +153,13 @@ def check(path, target, target_vocab_size, from_format, as_json):
               help="JSONL prompts whose first user turns the target answers (bench's or build's rows).")
 @click.option("-n", "sizes", multiple=True, type=click.IntRange(1),
               help="Draft vocabulary size of a map built from --corpus (repeat for several; needs --compat).")
-@click.option("--compat", type=click.Choice(COMPATS), help="Whose rules build the -n maps (as vocab-map build).")
+@cli_option(COMPAT, "compat", "Whose rules build the -n maps (as vocab-map build).")
 @click.option("--corpus", type=click.Path(exists=True, dir_okay=False),
               help="The corpus the -n maps are counted from (default: --prompts; a loss mask counts only assistant "
                    "turns, so give the data the head trains on).")
 @click.option("--map", "map_file", type=click.Path(exists=True, dir_okay=False),
               help="An existing map file (any format vocab-map reads; a .pt of one tensor is SGLang's token map).")
-@click.option("--from", "from_format", type=click.Choice(list(FORMAT_NAMES)), help="--map's format, if ambiguous.")
+@cli_option(FROM_FORMAT, "from_format", help="--map's format, if ambiguous.")
 @click.option("--head", help="An existing head: its own d2t (or the whole vocabulary for a head without one).")
 @click.option("--max-new-tokens", default=128, show_default=True, type=click.IntRange(1),
               help="Tokens the target generates per prompt.")

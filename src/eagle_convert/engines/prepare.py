@@ -49,6 +49,8 @@ def prepare_opened(draft_in: InputRef, target_in: InputRef, workdir: Path, *, re
                    token: str | None = None, offline: bool | None = None, drop: tuple[str, ...] = ()) -> EngineDraft:
     """prepare_draft on checkpoints the caller opened (a bench opens each once, and converts from them)."""
     from ..conversion.converter import convert
+    from ..settings.common import HubOptions
+    from ..settings.convert import ConvertSettings
 
     draft = draft_in.label
     if not kind_of_checkpoint(draft_in.checkpoint).in_layouts:  # no layout converts it: served as stored
@@ -58,8 +60,8 @@ def prepare_opened(draft_in: InputRef, target_in: InputRef, workdir: Path, *, re
         return EngineDraft(head, str(Path(draft).resolve()), method_of(head), None)
     fc_bias = "fold" if head.spec.fc_bias else "error"
     out = workdir / "draft-vllm"
-    convert(draft_in, target_in, out, to="vllm", fc_bias=fc_bias, drop=tuple(drop), revision=revision, token=token,
-            offline=offline)
+    convert(draft_in, target_in, out, ConvertSettings(to="vllm", fc_bias=fc_bias, drop=tuple(drop)),
+            HubOptions(revision, token, offline))
     how = f"converted from the {head.layout.name} layout to the vllm layout in a temporary folder" + (
         " (--fc-bias fold: vLLM has no fc bias)" if head.spec.fc_bias else "")
     return EngineDraft(head, str(out.resolve()), method_of(head), how)
