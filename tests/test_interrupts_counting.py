@@ -3,7 +3,7 @@ that the output is whole and where it is.
 
 Not timed beyond a generous bound: the corpus is one 13 MB row then 20,000 short ones (~4 s of counting here); the
 test waits for the first progress line (EAGLE_CONVERT_PROGRESS_EVERY=0: a line per row) and 1 s more, so the signal
-lands while counting is under way, then allows 10 s for an exit that takes well under one. Before interrupts.immediate() and
+lands while counting is under way, then allows 10 s for an exit that takes well under one. Before immediate() and
 bounded tokenizing (a6dcb48), the long row was one tokenizer call that held the GIL for over a minute and Python's
 handler waited for it: this test fails there."""
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..engines.base import add_counters, zero_counters
 from ..errors import EagleConvertError
+from ..io.interrupts import immediate
 from ..runner.metrics import merge_stats
 from .chat import ChatTokenizer
 from .documents import Document, DocumentsError, builtin_documents, load_documents
@@ -98,9 +99,11 @@ def bucket_prompts(target: str | Path, documents: list[Document], context: Conte
         raise DocumentsError(f"{context.per_bucket} documents per bucket asked, {len(documents)} given.",
                              "Lower --documents-per-bucket or give more documents.")
     longest, short = context.lengths[-1], []
-    # a document's first `longest` tokens are all a bucket can keep (its start): a 10 MB document costs what they cost
-    framed = [(doc, *_frame(tokenizer, use_template, doc.question),
-               encode_head(tokenizer.tokenizer, doc.text, longest).ids) for doc in chosen]
+    # a document's first `longest` tokens are all a bucket can keep (its start): a 10 MB document costs what they
+    # cost; no engine is started yet, nothing written: a CLI Ctrl-C while tokenizing acts at once
+    with immediate():
+        framed = [(doc, *_frame(tokenizer, use_template, doc.question),
+                   encode_head(tokenizer.tokenizer, doc.text, longest).ids) for doc in chosen]
     warn_mostly_unknown(tokenizer.tokenizer, [(doc.id, ids) for doc, _, _, ids in framed], "documents")
     for doc, before, after, ids in framed:
         if len(before) + len(ids) + len(after) < longest:

@@ -70,6 +70,7 @@ import torch
 from ..checkpoint.index import Checkpoint
 from ..checkpoint.read import read_tensor
 from ..errors import MissingTensorError, VerificationError
+from ..io.interrupts import immediate, pause_for_test
 from ..io.source import LocalSource
 from ..runner.model import TargetModel
 from ..runner.text_model import runner_target
@@ -178,19 +179,28 @@ class Session:
         return ids
 
     def check_first_turns(self, max_new_tokens: int) -> None:
-        """Every prompt's first turn, before any work (later turns depend on the answers: checked as they come)."""
-        for prompt in self.prompts:
-            self.encode_turn([{"role": "user", "content": prompt.turns[0]}], prompt, max_new_tokens)
+        """Every prompt's first turn, before any work (later turns depend on the answers: checked as they come).
+        Nothing written, no engine started yet: a CLI Ctrl-C while tokenizing acts at once (immediate)."""
+        with immediate():
+            for prompt in self.prompts:
+                self.encode_turn([{"role": "user", "content": prompt.turns[0]}], prompt, max_new_tokens)
 
 
 def open_session(target_path: str | Path, prompts, *, chat_template: str = "auto", ignore_eos: bool = False) -> Session:
-    """The prompts and how they are encoded, without a target model (every engine encodes the same way)."""
+    """The prompts and how they are encoded, without a target model (every engine encodes the same way). Called
+    before any engine process starts: reading and tokenizing run inside immediate(), so a CLI Ctrl-C acts at once."""
+    with immediate():
+        return _open_session(target_path, prompts, chat_template, ignore_eos)
+
+
+def _open_session(target_path: str | Path, prompts, chat_template: str, ignore_eos: bool) -> Session:
     if prompts is None:
         prompts = list(BUILTIN_PROMPTS)
     elif isinstance(prompts, (str, Path)):
         prompts = load_prompts(prompts)
     else:
         prompts = [_as_prompt(p, i) for i, p in enumerate(prompts, start=1)]
+    pause_for_test("tokenizing")  # tests: a signal while the prompts are read and tokenized
     # Pre-tokenized prompts need no tokenizer (a target without tokenizer files can still be benched).
     needs_text = any(p.token_ids is None for p in prompts)
     tokenizer = ChatTokenizer.from_dir(target_path) if needs_text else None
