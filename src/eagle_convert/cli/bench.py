@@ -134,7 +134,12 @@ def bench(target, draft, mtp_from_target, k, max_new_tokens, prompts, temperatur
             return run_context(target, draft, decode, context, gates, **options)
         return run(target, draft, decode, gates, **options)
 
-    report = go(as_json=as_json)
+    from ..io.interrupts import handled_signals
+
+    # SIGTERM and SIGHUP end a bench (and its engine processes, in sessions of their own) as Ctrl-C does; prompts and
+    # documents are tokenized inside immediate() (session.py, context.py), before any engine starts
+    with handled_signals():
+        report = go(as_json=as_json)
     data = report.to_dict()
     for finding in (data.get("positions") or {}).get("findings", []):
         if finding["severity"] != "info" and not as_json:  # --json carries them in `positions`
