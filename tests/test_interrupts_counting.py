@@ -1,10 +1,11 @@
-"""Ctrl-C acts at once while `vocab-map build` reads and tokenizes (a long line is one tokenizer call that holds the
-GIL for tens of seconds: Python's own handler would wait for it), and a signal after the output is in place says that
-the output is whole and where it is.
+"""Ctrl-C acts at once while `vocab-map build` reads and tokenizes, and a signal after the output is in place says
+that the output is whole and where it is.
 
-Not timed beyond a generous bound: the test waits for the progress bar that says counting began (so the signal lands
-inside the long tokenizer call), then allows 10 s for an exit that takes well under one; the old code took ~18 s
-more on this corpus."""
+Not timed beyond a generous bound: the corpus is one 13 MB row then 20,000 short ones (~4 s of counting here); the
+test waits for the first progress line (EAGLE_CONVERT_PROGRESS_EVERY=0: a line per row) and 1 s more, so the signal
+lands while counting is under way, then allows 10 s for an exit that takes well under one. Before immediate() and
+bounded tokenizing (a6dcb48), the long row was one tokenizer call that held the GIL for over a minute and Python's
+handler waited for it: this test fails there."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import threading
 import time
 
 import pytest
-from test_signals import WAIT_S, children_get_default_signals
+from support.signals import WAIT_S, children_get_default_signals
 
 from eagle_convert.io import interrupts
 from eagle_convert.testing.tiny import TinyConfig, make_target
@@ -35,10 +36,13 @@ def _target(tmp_path):
     return tmp_path / "target"
 
 
-def _corpus(path, words: int, turns: int = 5):
+def _row(words: int, turns: int) -> str:
     answer = " ".join(f"t{10 + i % 100}" for i in range(words))
-    row = {"conversations": [{"from": "human", "value": "t10"}, {"from": "gpt", "value": answer}] * turns}
-    path.write_text(json.dumps(row) + "\n")
+    return json.dumps({"conversations": [{"from": "human", "value": "t10"}, {"from": "gpt", "value": answer}] * turns})
+
+
+def _corpus(path, words: int, turns: int = 5, short_rows: int = 0):
+    path.write_text("\n".join([_row(words, turns)] + [_row(30, 2)] * short_rows) + "\n")
     return path
 
 
@@ -65,11 +69,11 @@ def _wait_for(proc, stream, marker: bytes) -> list[bytes]:
     return seen
 
 
-def test_ctrl_c_while_a_long_line_is_tokenized_exits_at_once(tmp_path):
-    corpus = _corpus(tmp_path / "long.jsonl", words=600_000)  # 12 MB, one row: its first encode holds the GIL ~18 s
-    proc = _start(tmp_path, corpus)
-    _wait_for(proc, proc.stderr, b"counting tokens")
-    time.sleep(0.5)  # inside the first tokenizer call, not between two
+def test_ctrl_c_while_counting_exits_at_once(tmp_path):
+    corpus = _corpus(tmp_path / "long.jsonl", words=600_000, short_rows=20_000)
+    proc = _start(tmp_path, corpus, env={**os.environ, "EAGLE_CONVERT_PROGRESS_EVERY": "0"})
+    seen = _wait_for(proc, proc.stderr, b"counting tokens")
+    time.sleep(1)  # well inside the counting (~4 s of rows left); the old code: inside the long row's one encode
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     try:
@@ -82,6 +86,7 @@ def test_ctrl_c_while_a_long_line_is_tokenized_exits_at_once(tmp_path):
     assert time.monotonic() - sent < EXIT_BOUND_S
     assert not (tmp_path / "maps").exists()
     assert not list(tmp_path.glob("cache/*"))  # no cache entry, no .tmp file
+    assert b"counting tokens (specforge): done" not in b"".join(seen)  # it was stopped while counting
 
 
 def test_a_signal_after_the_output_is_in_place_says_it_is_whole(tmp_path):

@@ -7,10 +7,11 @@ from __future__ import annotations
 import random
 
 import pytest
-from support.bpe_target import sample_text, train_bpe
+from support.bpe_target import WORDS, sample_text, train_bpe
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 from eagle_convert.benchmark import token_head
-from eagle_convert.benchmark.token_head import MARGIN, HeadEncoder, encode_head, tokens_before
+from eagle_convert.benchmark.token_head import AGREE, MARGIN, HeadEncoder, encode_head, encode_windows, tokens_before
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +89,54 @@ def test_head_encoder_reuses_a_shared_start_and_only_then(bpe):
     for text in texts:
         encode_head(fresh, text, limit)
     assert len(spy.lengths) < len(fresh.lengths) // 2  # reused for the texts that start alike
+
+
+def _windowed(tokenizer, text: str, window: int) -> list[int]:
+    return [i for ids, _ in encode_windows(tokenizer, text, window) for i in ids]
+
+
+def test_windows_equal_the_whole_encoding_at_every_cut_offset(bpe):
+    base = sample_text(random.Random(6), 1500) + " " + "unbelievable" * 200 + " " + sample_text(random.Random(7), 200)
+    for shift in range(token_head.FIRST_CUT_CHARS_PER_TOKEN):  # windows move 4 characters per token of their size:
+        text = "x" * shift + base  # shifting the text by 0-3 characters puts a cut at every offset
+        whole = _ids(bpe, text)
+        for window in range(AGREE + 1, 3 * AGREE, 7):
+            assert _windowed(bpe, text, window) == whole, (shift, window)
+
+
+def test_windows_splice_only_where_two_cuts_agree(bpe):
+    text = sample_text(random.Random(8), 4000)
+    span = token_head.FIRST_CUT_CHARS_PER_TOKEN * 200
+    naive = [i for start in range(0, len(text), span) for i in _ids(bpe, text[start:start + span])]
+    assert naive != _ids(bpe, text)  # negative control: windows simply laid end to end change the tokens at the cuts
+    settled = [end for _, end in encode_windows(bpe, text, 200)]
+    assert settled == sorted(settled) and settled[-1] == len(text) and len(settled) > 10
+
+
+def test_a_long_render_is_never_encoded_whole_by_windows(bpe):
+    text = sample_text(random.Random(9), 60_000)  # ~350k characters
+    spy, window = _Spy(bpe), 2048
+    assert _windowed(spy, text, window) == _ids(bpe, text)
+    span = token_head.FIRST_CUT_CHARS_PER_TOKEN * window
+    assert max(spy.lengths) <= 2 * span < len(text) // 10  # a window and its overlap
+    assert sum(spy.lengths) < 1.2 * len(text)  # each character encoded about once
+
+
+def _word_level() -> Tokenizer:
+    words = sorted(set(WORDS))
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["[UNK]", *words])}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    return tokenizer
+
+
+def test_windows_grow_past_a_word_longer_than_the_overlap():
+    tokenizer, rng = _word_level(), random.Random(10)
+    before, after = " ".join(rng.choice(WORDS) for _ in range(900)), " ".join(rng.choice(WORDS) for _ in range(900))
+    for run in (3000, 9000):  # one unknown "word" longer than a window: no two cuts give it the same characters
+        text = f"{before} {'x' * run} {after}"
+        spy = _Spy(tokenizer)
+        assert _windowed(spy, text, 100) == _ids(tokenizer, text), run
+        assert max(spy.lengths) > run > 2 * token_head.FIRST_CUT_CHARS_PER_TOKEN * 100  # the window grew over it
+    ending = f"{before} {'x' * 3000}"  # the run reaches the end, past the last agreed tokens
+    assert _windowed(tokenizer, ending, 100) == _ids(tokenizer, ending)
+    assert _windowed(tokenizer, "tail " * 3 + "x" * 3000, 100) == _ids(tokenizer, "tail " * 3 + "x" * 3000)

@@ -109,10 +109,24 @@ class _Spy:
         return self.tokenizer.encode_batch(texts, add_special_tokens=add_special_tokens)
 
 
-@pytest.mark.parametrize("compat", ["specforge", "speculators", "eagle", "nemo"])
-def test_a_long_conversation_is_never_encoded_whole(long_corpus, compat):
+def test_modelopt_counts_equal_the_whole_render_in_windows(long_corpus, monkeypatch):
+    chat, hf, rows = long_corpus
+    flat = [m for messages in rows for m in messages]
+    theirs = Counter(hf(hf.apply_chat_template(flat, tokenize=False), add_special_tokens=False)["input_ids"])
+    for window in (token_head.AGREE + 1, 100, 257, 1000):
+        monkeypatch.setattr(token_head, "WINDOW_TOKENS", window)
+        ours, _ = count_corpus(chat, rows, CountSettings("modelopt", 2048, progress=False))
+        assert list(ours.counts.items()) == list(theirs.items()), window  # values and first-seen (stream) order
+        assert (ours.samples, ours.tokens) == (1, sum(theirs.values()))
+        mapping = select(ours, 40, VOCAB, "modelopt")
+        assert mapping.target_ids == tuple(i for i, _ in theirs.most_common(40))
+
+
+@pytest.mark.parametrize("compat", ["specforge", "speculators", "eagle", "nemo", "modelopt"])
+def test_a_long_conversation_is_never_encoded_whole(long_corpus, compat, monkeypatch):
     chat, _, rows = long_corpus
     spy, limit = _Spy(chat.tokenizer), 64
+    monkeypatch.setattr(token_head, "WINDOW_TOKENS", 2 * limit)  # ModelOpt keeps every token: windows instead
     longest = max(len(chat.render(m, add_generation_prompt=False)) for m in rows)
     count_corpus(ChatTokenizer(spy, chat.chat_template, chat.special_tokens), rows, CountSettings(compat, limit,
                                                                                                   progress=False))

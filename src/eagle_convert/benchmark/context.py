@@ -17,12 +17,14 @@ from pathlib import Path
 
 from ..engines.base import add_counters, zero_counters
 from ..errors import EagleConvertError
+from ..io.interrupts import immediate
 from ..runner.metrics import merge_stats
 from ..settings.bench import ContextSettings
 from .chat import ChatTokenizer
 from .documents import Document, DocumentsError, builtin_documents, load_documents
 from .prompts import Prompt
 from .report import BenchReport, PromptReport
+from .token_head import encode_head
 from .unknown_tokens import warn_mostly_unknown
 
 SENTINEL = "\x00EAGLE-CONVERT-DOCUMENT\x00"
@@ -96,10 +98,13 @@ def bucket_prompts(target: str | Path, documents: list[Document], context: Conte
     if len(chosen) < context.per_bucket:
         raise DocumentsError(f"{context.per_bucket} documents per bucket asked, {len(documents)} given.",
                              "Lower --documents-per-bucket or give more documents.")
-    framed = [(doc, *_frame(tokenizer, use_template, doc.question),
-               tokenizer.tokenizer.encode(doc.text, add_special_tokens=False).ids) for doc in chosen]
-    warn_mostly_unknown(tokenizer.tokenizer, [(doc.id, ids) for doc, _, _, ids in framed], "documents")
     longest, short = context.lengths[-1], []
+    # a document's first `longest` tokens are all a bucket can keep (its start): a 10 MB document costs what they
+    # cost; no engine is started yet, nothing written: a CLI Ctrl-C while tokenizing acts at once
+    with immediate():
+        framed = [(doc, *_frame(tokenizer, use_template, doc.question),
+                   encode_head(tokenizer.tokenizer, doc.text, longest).ids) for doc in chosen]
+    warn_mostly_unknown(tokenizer.tokenizer, [(doc.id, ids) for doc, _, _, ids in framed], "documents")
     for doc, before, after, ids in framed:
         if len(before) + len(ids) + len(after) < longest:
             short.append(f"{doc.id!r} ({len(before) + len(ids) + len(after)} tokens with the prompt around it)")

@@ -9,10 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from tokenizers import Tokenizer
+
 from ..errors import EagleConvertError, PromptTooLongError
 from ..io.text import text_lines
+from .token_head import encode_head
 
 T = TypeVar("T")
+SAMPLE_TOKENS = 1 << 14  # what the unknown-token check reads of a text: its share settles long before that
 
 
 class PromptFileError(EagleConvertError, ValueError):
@@ -105,13 +109,20 @@ def load_prompts(path: str | Path) -> list[Prompt]:
     return prompts
 
 
-def check_prompt_fits(prompt: Prompt, turn: int, num_tokens: int, max_new_tokens: int, limit: int | None) -> None:
+def check_prompt_fits(prompt: Prompt, turn: int, num_tokens: int | None, max_new_tokens: int,
+                      limit: int | None) -> None:
     """Refuse a turn whose prompt + max_new_tokens pass the target's max_position_embeddings (`limit`; None: none
     stated), as vLLM's server refuses prompt + max_tokens > max_model_len: past it the target runs at positions it
-    was never trained for, and the answer would be benched in silence where an engine says no."""
-    if limit is None or num_tokens + max_new_tokens <= limit:
+    was never trained for, and the answer would be benched in silence where an engine says no. `num_tokens` None:
+    more than `limit` (encode_fitting stops counting there)."""
+    if limit is None or (num_tokens is not None and num_tokens + max_new_tokens <= limit):
         return
     which = f"Prompt {prompt.id!r}" + (f" (turn {turn + 1})" if len(prompt.turns) > 1 else "")
+    if num_tokens is None:
+        raise PromptTooLongError(
+            f"{which} is more than {limit} tokens long (counted no further), more than the target's "
+            f"max_position_embeddings ({limit}) before any of --max-new-tokens {max_new_tokens}.",
+            "To bench it, shorten the prompt (it alone fills the context); engines refuse such a request too.")
     room = limit - num_tokens
     what_to_do = (f"lower --max-new-tokens to at most {room}, or shorten the prompt" if room >= 1 else
                   "shorten the prompt (it alone fills the context)")
@@ -119,3 +130,22 @@ def check_prompt_fits(prompt: Prompt, turn: int, num_tokens: int, max_new_tokens
         f"{which} is {num_tokens} tokens long; with --max-new-tokens {max_new_tokens} it needs "
         f"{num_tokens + max_new_tokens} positions, more than the target's max_position_embeddings ({limit}).",
         f"To bench it, {what_to_do}; engines refuse such a request too.")
+
+
+def encode_fitting(tokenizer: Tokenizer, text: str, prompt: Prompt, turn: int, max_new_tokens: int,
+                   limit: int | None) -> list[int]:
+    """encode(text) (no special tokens added), refused as check_prompt_fits refuses; past `limit` tokens the text
+    is refused from a bounded head (token_head.py), so a 10 MB prompt costs what `limit` tokens cost."""
+    if limit is None:
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+    else:
+        head = encode_head(tokenizer, text, limit)
+        ids = None if head.truncated else head.ids  # not truncated: the whole text's encoding
+    check_prompt_fits(prompt, turn, None if ids is None else len(ids), max_new_tokens, limit)
+    return ids
+
+
+def sample_ids(tokenizer: Tokenizer, text: str) -> list[int]:
+    """A text's first SAMPLE_TOKENS tokens (all of a shorter one), for checks on what a text is made of (the unknown
+    token's share): what a target reads of a prompt or document, at a cost bounded whatever the text's length."""
+    return encode_head(tokenizer, text, SAMPLE_TOKENS).ids

@@ -70,13 +70,22 @@ import torch
 from ..checkpoint.index import Checkpoint
 from ..checkpoint.read import read_tensor
 from ..errors import MissingTensorError, VerificationError
+from ..io.interrupts import immediate, pause_for_test
 from ..io.source import LocalSource
 from ..runner.model import TargetModel
 from ..runner.text_model import runner_target
 from ..runner.trees.shapes import TreeShape
 from ..spec import DraftSpec
 from .chat import ChatTokenizer, load_eos_token_ids
-from .prompts import BUILTIN_PROMPTS, Prompt, PromptFileError, check_prompt_fits, load_prompts  # noqa: F401 (re-exported)
+from .prompts import (  # noqa: F401 (re-exported)
+    BUILTIN_PROMPTS,
+    Prompt,
+    PromptFileError,
+    check_prompt_fits,
+    encode_fitting,
+    load_prompts,
+    sample_ids,
+)
 from .prompts import _prompt as prompt_from_row
 from .report import BenchReport, PromptReport  # noqa: F401 (re-exported)
 from .unknown_tokens import warn_mostly_unknown
@@ -151,37 +160,54 @@ class Session:
             return list(prompt.token_ids)
         if self.use_template:
             return self.tokenizer.encode_chat(messages)
-        return self.tokenizer.encode_text("\n\n".join(m["content"] for m in messages))
+        return self.tokenizer.encode_text(self._text(messages))
+
+    def _text(self, messages: list[dict]) -> str:
+        return self.tokenizer.render(messages) if self.use_template else "\n\n".join(m["content"] for m in messages)
 
     def encode_turn(self, messages: list[dict], prompt: Prompt, max_new_tokens: int) -> list[int]:
-        """The ids of the conversation so far, refused when they and max_new_tokens pass the target's positions."""
-        ids = self.encode(messages, prompt)
-        check_prompt_fits(prompt, sum(m["role"] == "user" for m in messages) - 1, len(ids), max_new_tokens,
-                          self.max_positions)
+        """The ids of the conversation so far, refused when they and max_new_tokens pass the target's positions;
+        a text past them is refused from a bounded head, never encoded whole (prompts.encode_fitting)."""
+        turn, limit = sum(m["role"] == "user" for m in messages) - 1, self.max_positions
+        if prompt.token_ids is not None or limit is None:
+            ids = self.encode(messages, prompt)
+        else:
+            ids = encode_fitting(self.tokenizer.tokenizer, self._text(messages), prompt, turn, max_new_tokens, limit)
+            if not self.use_template:  # encode_text adds the tokenizer's special tokens: a short text, encoded again
+                ids = self.tokenizer.encode_text(self._text(messages))
+        check_prompt_fits(prompt, turn, len(ids), max_new_tokens, limit)
         return ids
 
     def check_first_turns(self, max_new_tokens: int) -> None:
-        """Every prompt's first turn, before any work (later turns depend on the answers: checked as they come)."""
-        for prompt in self.prompts:
-            self.encode_turn([{"role": "user", "content": prompt.turns[0]}], prompt, max_new_tokens)
+        """Every prompt's first turn, before any work (later turns depend on the answers: checked as they come).
+        Nothing written, no engine started yet: a CLI Ctrl-C while tokenizing acts at once (immediate)."""
+        with immediate():
+            for prompt in self.prompts:
+                self.encode_turn([{"role": "user", "content": prompt.turns[0]}], prompt, max_new_tokens)
 
 
 def open_session(target_path: str | Path, prompts, *, chat_template: str = "auto", ignore_eos: bool = False) -> Session:
-    """The prompts and how they are encoded, without a target model (every engine encodes the same way)."""
+    """The prompts and how they are encoded, without a target model (every engine encodes the same way). Called
+    before any engine process starts: reading and tokenizing run inside immediate(), so a CLI Ctrl-C acts at once."""
+    with immediate():
+        return _open_session(target_path, prompts, chat_template, ignore_eos)
+
+
+def _open_session(target_path: str | Path, prompts, chat_template: str, ignore_eos: bool) -> Session:
     if prompts is None:
         prompts = list(BUILTIN_PROMPTS)
     elif isinstance(prompts, (str, Path)):
         prompts = load_prompts(prompts)
     else:
         prompts = [_as_prompt(p, i) for i, p in enumerate(prompts, start=1)]
+    pause_for_test("tokenizing")  # tests: a signal while the prompts are read and tokenized
     # Pre-tokenized prompts need no tokenizer (a target without tokenizer files can still be benched).
     needs_text = any(p.token_ids is None for p in prompts)
     tokenizer = ChatTokenizer.from_dir(target_path) if needs_text else None
     use_template = tokenizer is not None and chat_template == "auto" and tokenizer.chat_template is not None
     eos = () if ignore_eos else (tokenizer.eos_token_ids if tokenizer else load_eos_token_ids(target_path))
     if tokenizer is not None:  # the user's texts alone (no template around them): does the tokenizer read them?
-        texts = [(p.id, tokenizer.tokenizer.encode("\n".join(p.turns), add_special_tokens=False).ids)
-                 for p in prompts if p.token_ids is None]
+        texts = [(p.id, sample_ids(tokenizer.tokenizer, "\n".join(p.turns))) for p in prompts if p.token_ids is None]
         warn_mostly_unknown(tokenizer.tokenizer, texts, "prompts")
     return Session(str(target_path), prompts, tokenizer, use_template, tuple(eos))
 

@@ -14,9 +14,10 @@ import torch
 from ..io.interrupts import immediate
 from ..io.progress import Progress
 from ..runner.speculate import plain_generate
+from ..runner.text_model import runner_target
 from .chat import ChatTokenizer
-from .prompts import PromptFileError
-from .session import load_target
+from .prompts import Prompt, PromptFileError, encode_fitting, sample_ids
+from .session import load_target, local_checkpoint
 from .token_counts import read_conversations
 from .unknown_tokens import warn_mostly_unknown
 
@@ -52,14 +53,17 @@ def first_turn(messages: list[dict]) -> list[dict]:
 
 
 def greedy_stream(target: str | Path, prompts: str | Path, max_new_tokens: int, *, progress: bool = False) -> Stream:
-    chat = ChatTokenizer.from_dir(target)
+    chat, ckpt = ChatTokenizer.from_dir(target), local_checkpoint(target)
+    limit = runner_target(ckpt).config.get("max_position_embeddings")
     with immediate():  # nothing written yet; encoding a long prompt is one GIL-holding call: Ctrl-C acts at once
         turns = [first_turn(messages) for messages in read_conversations(prompts)]
-        warn_mostly_unknown(chat.tokenizer, [(f"row {n}", chat.tokenizer.encode(turn[-1]["content"],
-                                                                                add_special_tokens=False).ids)
+        # a prompt that cannot fit the target's positions with max_new_tokens is refused as bench refuses it, from
+        # a bounded head: a 10 MB prompt is not encoded whole first
+        encoded = [encode_fitting(chat.tokenizer, chat.render(turn), Prompt(f"row {n}", (turn[-1]["content"],)), 0,
+                                  max_new_tokens, limit) for n, turn in enumerate(turns, start=1)]
+        warn_mostly_unknown(chat.tokenizer, [(f"row {n}", sample_ids(chat.tokenizer, turn[-1]["content"]))
                                              for n, turn in enumerate(turns, start=1)], "prompts")
-        encoded = [chat.encode_chat(turn) for turn in turns]
-    model = load_target(target, dtype=torch.float32, device="cpu")
+    model = load_target(ckpt, dtype=torch.float32, device="cpu")
     rows = []
     with Progress("greedy stream", len(encoded), "prompt", enabled=progress) as shown:
         for ids in encoded:

@@ -12,7 +12,8 @@ Masks (what each producer trains on, so what it counts):
   of the conversation so far with the generation prompt; a turn whose context alone fills --max-length is skipped.
 * all-tokens (ModelOpt): every template token, all conversations rendered as one message list, as its script does.
 Tokenizing is bounded by --max-length (token_head.py): a render is encoded only up to a prefix that settles its first
-max_length tokens, so a 10 MB line costs what 2048 tokens cost (ModelOpt's rule keeps every token: not bounded).
+max_length tokens, so a 10 MB line costs what 2048 tokens cost. ModelOpt keeps every token: its render is encoded in
+windows spliced where two cuts agree (token_head.encode_windows), so the tokens held at once are bounded too.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from pathlib import Path
 from ..errors import EagleConvertError
 from ..io.digest import hash_file_range
 from ..io.interrupts import immediate, shielded
-from ..io.progress import tracked
+from ..io.progress import Progress, tracked
 from ..vocab.counts import TokenCounts
 from ..vocab.rules import SelectionRule, rule_for
 from .chat import ChatTokenizer
 from .prompts import PromptFileError, read_jsonl, user_turns
-from .token_head import HeadEncoder, encode_head, tokens_before
+from .token_head import HeadEncoder, encode_head, encode_windows, tokens_before
 
 COUNT_FORMAT = 1  # bump when counting changes, so old cache files are not reused
 SENTINEL = "EAGLECONVERTSENTINEL"
@@ -115,10 +116,6 @@ def assistant_markers(chat: ChatTokenizer) -> tuple[str, str]:
     return header, full[full.index(SENTINEL) + len(SENTINEL):]
 
 
-def _encode(chat: ChatTokenizer, text: str) -> list[int]:
-    return chat.tokenizer.encode(text, add_special_tokens=False).ids
-
-
 def specforge_messages(messages: list[dict]) -> list[dict]:
     """SpecForge's GeneralParser.parse before rendering: a leading system message kept, other leading non-user
     messages dropped, and the conversation cut at the first message out of role order (tool messages aside)."""
@@ -177,6 +174,15 @@ def _progress(items: list, enabled: bool, what: str):
     return tracked(items, what, "conversation", enabled=enabled)
 
 
+def _count_windows(counts: TokenCounts, chat: ChatTokenizer, text: str, settings: CountSettings) -> None:
+    """ModelOpt's one sample, every token of `text` in stream order, encoded a bounded window at a time."""
+    with Progress(f"counting tokens ({settings.compat})", len(text), "character", enabled=settings.progress) as shown:
+        for ids, settled in encode_windows(chat.tokenizer, text):
+            counts.add_sample(ids, ascending_per_sample=False)
+            shown.update(settled - shown.done)
+    counts.samples = 1  # one render, added window by window
+
+
 def count_corpus(chat: ChatTokenizer, rows: list[list[dict]], settings: CountSettings) -> tuple[TokenCounts, int]:
     """The counts and the number of rows without an assistant turn. One pass over the rows."""
     rule = rule_for(settings.compat)
@@ -184,7 +190,7 @@ def count_corpus(chat: ChatTokenizer, rows: list[list[dict]], settings: CountSet
     prompt_only = sum(1 for messages in rows if not any(m["role"] == "assistant" for m in messages))
     if rule.mask == "all-tokens":
         flat = [m for messages in rows for m in messages]  # ModelOpt renders every conversation as one message list
-        counts.add_sample(_encode(chat, chat.render(flat, add_generation_prompt=False)), ascending_per_sample=False)
+        _count_windows(counts, chat, chat.render(flat, add_generation_prompt=False), settings)
         return counts, prompt_only
     if rule.mask == "assistant-span":
         header, end = assistant_markers(chat)

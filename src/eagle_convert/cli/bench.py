@@ -80,7 +80,10 @@ def bench(target, draft, mtp_from_target, report_path, threads, as_json, quiet, 
     if tree.tree_sweep:  # a bad --token-map is one paragraph here too
         return sweep_command(target, draft, num_prompts=tree.sweep_prompts, **_sweep_keywords(settings, hub))
 
-    report = handle_errors(api.bench)(target, draft, settings, hub)
+    # SIGTERM and SIGHUP end a bench (and its engine processes, in sessions of their own) as Ctrl-C does; prompts and
+    # documents are tokenized inside immediate() (session.py, context.py), before any engine starts
+    with api.handled_signals():
+        report = handle_errors(api.bench)(target, draft, settings, hub)
     data = report.to_dict()
     for finding in (data.get("positions") or {}).get("findings", []):
         if finding["severity"] != "info" and not as_json:  # --json carries them in `positions`
