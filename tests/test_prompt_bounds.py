@@ -18,7 +18,7 @@ from eagle_convert.benchmark.chat import ChatTokenizer
 from eagle_convert.benchmark.documents import Document
 from eagle_convert.benchmark.prompts import Prompt
 from eagle_convert.benchmark.session import Session
-from eagle_convert.benchmark.settings import ContextSettings
+from eagle_convert.settings.bench import ContextSettings
 from eagle_convert.errors import PromptTooLongError
 
 LIMIT = 300
