@@ -31,7 +31,7 @@ def test_each_kind_row_is_filled_by_the_rooms_above(name):
     writers = output_layouts_for(name)
     assert writers, f"layouts that write {name} heads"
     # a kind converted from a draft checkpoint is written by draft layouts; MTP, inside its target, by extracted ones
-    assert all(LAYOUTS[w].from_target != kind.in_layouts for w in writers), writers
+    assert all(LAYOUTS[w].from_target != kind.from_draft_checkpoint for w in writers), writers
     assert CANONICAL_NAMES[name] is kind.canonical_names  # the layouts read the kind's names, not a copy
 
 
@@ -44,7 +44,8 @@ def test_the_parts_are_the_rooms_own_functions():
 
 def test_a_part_nobody_registered_is_a_loud_error():  # never a silent fall back to another kind
     bare = HeadKind("x", "X", frozenset(), vllm_method="x", target_lm_head=True, vocab_map=False,
-                    fc_bias_foldable=False, aux_states=False, required_tensors=())
+                    fc_bias_foldable=False, aux_states=False, required_tensors=(), tree_defaults=(1, 1, 2),
+                    sglang_algorithm="X", sglang_architecture=None)
     with pytest.raises(RuntimeError, match="X head kind has no reader registered"):
         bare.read(None, {})
 
@@ -88,7 +89,7 @@ def test_mtp_is_a_row_like_the_others(tmp_path):
     for folder in (target, extract(target, tmp_path / "mimo-vllm")):
         ckpt = open_input(str(folder), role="draft").checkpoint
         names = frozenset(ckpt.names())
-        assert kind_of(ckpt.config, names) == "mtp" and kind_of(ckpt.config, names, in_layouts=True) != "mtp"
+        assert kind_of(ckpt.config, names) == "mtp" and kind_of(ckpt.config, names, from_draft_checkpoint=True) != "mtp"
         head = open_head(ckpt, target_config, label=str(folder))
         assert isinstance(head, DraftHead) and isinstance(head, MtpDraft) and head.spec.kind == "mtp"
         assert head.layout is None and head.layout_name.startswith("mtp (mimo, ")

@@ -9,12 +9,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.documents import write_documents
 
 import eagle_convert
 from eagle_convert.benchmark import engine_bench
 from eagle_convert.checkpoint.index import Checkpoint
 from eagle_convert.engines.base import Generation
-from eagle_convert.settings.bench import EngineOptions
+from eagle_convert.settings.bench import ContextSettings, EngineOptions
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 
 BENCH = dict(k=2, max_new_tokens=4, ignore_eos=True, dtype="float32", device="cpu", baseline=False)
@@ -104,6 +105,15 @@ def test_bench_against_a_server_opens_each_once(pair, opens, monkeypatch):
                                  engine=EngineOptions(url="http://127.0.0.1:1"), **BENCH).to_dict()
     assert report["settings"]["draft_kind"] == "eagle3"  # the kind, read from the checkpoints opened once
     assert (opens["eagle3"], opens["target"]) == (1, 1), opens
+
+
+def test_bench_context_lengths_opens_each_once(pair, opens, tmp_path):
+    """The bench, the context block's position limits and the reference curve read the same opened checkpoints."""
+    context = ContextSettings((16, 32), write_documents(tmp_path / "docs.jsonl"), per_bucket=1)
+    report = eagle_convert.bench(str(pair["target"]), str(pair["eagle3-vllm"]), context=context,
+                                 reference_draft=str(pair["eagle3"]), **BENCH).to_dict()
+    assert report["context"]["draft_position_limit"] is not None and report["reference"] is not None  # both read
+    assert (opens["eagle3-vllm"], opens["eagle3"], opens["target"]) == (1, 1, 1), opens
 
 
 def test_the_count_sees_a_second_open(pair, opens):  # negative control: the counter counts

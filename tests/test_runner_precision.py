@@ -8,7 +8,8 @@ import torch
 from support.golden_sets import GOLDEN
 from support.runner_fixtures import read_golden_draft, strict_getter
 
-from eagle_convert.benchmark.session import Prompt, run_bench
+from eagle_convert.benchmark.prompts import Prompt
+from eagle_convert.benchmark.session import run_bench
 from eagle_convert.engines import ours as ours_engine
 from eagle_convert.errors import UnsupportedModelError
 from eagle_convert.runner.layers import KVCache

@@ -10,7 +10,8 @@ import torch
 from support.target_families import HEADS, INTER, KV, LEGACY, H, V, save_family
 
 import eagle_convert
-from eagle_convert.benchmark.session import Prompt, load_target
+from eagle_convert.benchmark.prompts import Prompt
+from eagle_convert.benchmark.session import load_target
 from eagle_convert.errors import UnsupportedModelError
 from eagle_convert.testing.tiny import TinyConfig, make_eagle3_head
 

@@ -76,13 +76,18 @@ class HeadKind:
     fc_bias_foldable: bool  # fc over [embedding ; feature]: a bias a layout cannot hold folds into the embedding
     aux_states: bool  # fed target aux hidden states (EAGLE-3): variant flags, read by draft/variants.py
     required_tensors: tuple[str, ...]  # a head without one of them is not a head of this kind
+    # `bench --tree dynamic`'s (depth, top_k, tokens) when left out: EAGLE's own defaults (eval scripts; EAGLE-3
+    # main); MTP has none of its own and takes EAGLE-1's
+    tree_defaults: tuple[int, int, int]
+    sglang_algorithm: str  # SGLang's --speculative-algorithm (MTP runs as EAGLE over a NextN model)
+    sglang_architecture: str | None  # the SGLang draft class the sglang layout names; None: no draft layout holds it
     # (config, tensor names) -> whether a draft is of this kind; None with `fallback`: the kind no other kind claims;
     # None otherwise: registered from above (`register(kind, recognise=...)`)
     recognise: Callable[[dict, frozenset[str]], bool] | None = None
     fallback: bool = False
     # Converted from a draft checkpoint by a draft layout; False: extracted from its target (`convert --mtp`) by the
     # layouts marked `from_target`, which keep the target's own names
-    in_layouts: bool = True
+    from_draft_checkpoint: bool = True
     # Registered from above (PARTS): reader (checkpoint, target config, label, drop) -> head; spec_builder (cfg,
     # tensors, common, target_config, notes, label, nested_aux_offset) -> DraftSpec; runner_head: the bench runner's
     # head module class
@@ -126,11 +131,11 @@ def _looks_eagle3(config: dict, names: frozenset[str]) -> bool:
             or config.get("speculators_model_type") == "eagle3")
 
 
-def kind_of(config: dict, names: frozenset[str], *, in_layouts: bool = False) -> str:
+def kind_of(config: dict, names: frozenset[str], *, from_draft_checkpoint: bool = False) -> str:
     """The kind a draft checkpoint holds, from its config and tensor names: the first row that claims it (MTP first:
     its layers are told apart by where their tensors sit, which a draft layout's never do), else the fallback kind.
-    `in_layouts`: among the kinds a draft layout holds only (a checkpoint a layout was already found for)."""
-    rows = [kind for kind in KINDS.values() if kind.in_layouts or not in_layouts]
+    `from_draft_checkpoint`: among the kinds a draft layout holds only (a checkpoint a layout was already found for)."""
+    rows = [kind for kind in KINDS.values() if kind.from_draft_checkpoint or not from_draft_checkpoint]
     claimed = [kind.name for kind in rows if not kind.fallback and kind.part("recognise")(config, names)]
     return claimed[0] if claimed else next(kind.name for kind in rows if kind.fallback)
 
@@ -151,9 +156,12 @@ KINDS = {kind.name: kind for kind in (
     # and share the target's embedding and LM head; read by mtp/draft.py (which registers its recogniser, reader and
     # builder), never by a draft layout. First: kind_of asks it first.
     HeadKind(MTP, "MTP", MTP_NAMES, vllm_method="mtp", target_lm_head=True, vocab_map=False, fc_bias_foldable=False,
-             aux_states=False, required_tensors=(), in_layouts=False),
+             aux_states=False, required_tensors=(), tree_defaults=(5, 10, 60), sglang_algorithm="EAGLE",
+             sglang_architecture=None, from_draft_checkpoint=False),
     HeadKind(EAGLE1, "EAGLE-1", EAGLE1_NAMES, vllm_method="eagle", target_lm_head=True, vocab_map=False,
-             fc_bias_foldable=True, aux_states=False, required_tensors=("fc.weight",), fallback=True),
+             fc_bias_foldable=True, aux_states=False, required_tensors=("fc.weight",), tree_defaults=(5, 10, 60),
+             sglang_algorithm="EAGLE", sglang_architecture="LlamaForCausalLMEagle", fallback=True),
     HeadKind(EAGLE3, "EAGLE-3", EAGLE3_NAMES, vllm_method="eagle3", target_lm_head=False, vocab_map=True,
-             fc_bias_foldable=False, aux_states=True, required_tensors=(), recognise=_looks_eagle3),
+             fc_bias_foldable=False, aux_states=True, required_tensors=(), tree_defaults=(7, 10, 60),
+             sglang_algorithm="EAGLE3", sglang_architecture="LlamaForCausalLMEagle3", recognise=_looks_eagle3),
 )}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .kinds import EAGLE3, KINDS, HeadKind
+from .kinds import KINDS, HeadKind
 
 # The target tensors a head takes from its model (Hugging Face names): the LM head, and the input embedding, which is
 # also the LM head of a target with tied embeddings. Here, not in target.py, so that torch-free code can name them.
@@ -75,7 +75,7 @@ class DraftSpec:
 
     @property
     def is_eagle3(self) -> bool:
-        return self.kind == EAGLE3
+        return self.head_kind.aux_states  # EAGLE-3: the kind fed target aux states, with variant flags
 
     @property
     def use_aux_hidden_state(self) -> bool:

@@ -81,16 +81,18 @@ def bench_settings(*, k: int = 3, max_new_tokens: int = 256, prompts=None, tempe
                          allow_rope_mismatch, context), HubOptions(revision, token, offline)
 
 
-def run(target: str, draft: str | None, settings: BenchSettings, hub: HubOptions = HubOptions()) -> BenchReport:
+def run(target: str, draft: str | None, settings: BenchSettings, hub: HubOptions = HubOptions(), *,
+        inputs: BenchInputs | None = None) -> BenchReport:
     """The whole bench report: our runner, or `settings.engine` (and with `compare` ours beside it), the gates
-    applied; the position and RoPE checks first (a RoPE error is refused before any model loads)."""
+    applied; the position and RoPE checks first (a RoPE error is refused before any model loads). `inputs`: the
+    checkpoints the caller already opened (context_bench), else opened here."""
     decode, gates, engine, compare = settings.decode, settings.gates, settings.engine, settings.compare
     if not compare and engine is None:
         require_local_target(target)  # our runner's first refusal comes before the checks read the target
     lengths = settings.context.lengths if settings.context else ()
     positions = PositionOptions(bench_max_model_len(settings.max_model_len, lengths, decode.max_new_tokens),
                                 settings.allow_rope_mismatch)
-    inputs = BenchInputs(target, draft, hub)  # each checkpoint opened once for the whole run
+    inputs = inputs or BenchInputs(target, draft, hub)  # each checkpoint opened once for the whole run
     checked = check_before_bench(inputs, positions)
     how = dict(device=settings.device, dtype=settings.dtype, baseline=settings.baseline, progress=settings.progress,
                drop=settings.drop)

@@ -19,8 +19,10 @@ class BenchInputs:
     target_name: str
     draft_name: str | None
     hub: HubOptions = HubOptions()
-    _target: dict[str, InputRef] = field(default_factory=dict, repr=False)  # shared by with_draft's copies
-    _draft: dict[str, InputRef] = field(default_factory=dict, repr=False)
+    # Shared by with_draft's copies: the target, and every draft by name (a reference draft read twice in one run,
+    # by the bench and by the context block, is opened once)
+    _target: dict[str, InputRef] = field(default_factory=dict, repr=False)
+    _drafts: dict[str, InputRef] = field(default_factory=dict, repr=False)
 
     @property
     def target(self) -> InputRef:
@@ -31,11 +33,11 @@ class BenchInputs:
 
     @property
     def draft(self) -> InputRef:
-        if not self._draft:
+        if self.draft_name not in self._drafts:
             hub = self.hub
-            self._draft["opened"] = open_input(self.draft_name, revision=hub.revision, token=hub.token,
-                                               offline=hub.offline, role="draft")
-        return self._draft["opened"]
+            self._drafts[self.draft_name] = open_input(self.draft_name, revision=hub.revision, token=hub.token,
+                                                       offline=hub.offline, role="draft")
+        return self._drafts[self.draft_name]
 
     def head(self, target_config: dict, drop: tuple[str, ...] = ()) -> DraftHead:
         """The draft read by its kind's reader (draft.load.open_head), as a draft of a target with that config."""
@@ -45,4 +47,4 @@ class BenchInputs:
         """Another draft on the same opened target (our runner benches the released head beside an engine's)."""
         if draft_name == self.draft_name:
             return self
-        return BenchInputs(self.target_name, draft_name, self.hub, self._target)
+        return BenchInputs(self.target_name, draft_name, self.hub, self._target, self._drafts)

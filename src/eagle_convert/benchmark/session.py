@@ -77,7 +77,7 @@ from ..runner.text_model import runner_target
 from ..runner.trees.shapes import TreeShape
 from ..spec import DraftSpec
 from .chat import ChatTokenizer, load_eos_token_ids
-from .prompts import (  # noqa: F401 (re-exported)
+from .prompts import (
     BUILTIN_PROMPTS,
     Prompt,
     PromptFileError,
@@ -87,7 +87,7 @@ from .prompts import (  # noqa: F401 (re-exported)
     sample_ids,
 )
 from .prompts import _prompt as prompt_from_row
-from .report import BenchReport, PromptReport  # noqa: F401 (re-exported)
+from .report import BenchReport
 from .unknown_tokens import warn_mostly_unknown
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,

@@ -60,7 +60,7 @@ def run_sweep(target: str, draft: str, *, k: int, prompts, num_prompts: int, sha
     """Bench the chain and every shape; returns {baseline_tokens_per_s, rows, best, best_static}. `progress`: a
     step per shape on stderr (the benches inside are silent)."""
     from .ours import targets_loaded_once  # torch model code loads only when a sweep runs
-    from .session import BUILTIN_PROMPTS, load_prompts
+    from .prompts import BUILTIN_PROMPTS, load_prompts
 
     subset = (list(BUILTIN_PROMPTS) if prompts is None else load_prompts(prompts) if isinstance(prompts, str)
               else list(prompts))[:num_prompts]

@@ -75,7 +75,7 @@ def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[
             "and check that DRAFT is the draft head, not the target.")
     layout.check_input(ckpt.config, ckpt.label)
     flat = layout.flat_config(ckpt.config)
-    kind = kind_of(ckpt.config, names, in_layouts=True)
+    kind = kind_of(ckpt.config, names, from_draft_checkpoint=True)
     notes: list[str] = list(layout.input_notes(ckpt.config))
     mla_refusal(names, ckpt.label)
     modelopt_refusal(ckpt.config, ckpt.label)  # before the tensor mapping: parallel draft heads are refused by name

@@ -53,7 +53,7 @@ def prepare_opened(draft_in: InputRef, target_in: InputRef, workdir: Path, *, re
     from ..settings.convert import ConvertSettings
 
     draft = draft_in.label
-    if not kind_of_checkpoint(draft_in.checkpoint).in_layouts:  # no layout converts it: served as stored
+    if not kind_of_checkpoint(draft_in.checkpoint).from_draft_checkpoint:  # no layout converts it: served as stored
         return _served_whole(draft_in, target_in, drop)
     head = open_head(draft_in.checkpoint, target_in.checkpoint.config, label=draft, drop=drop)
     if head.layout.name in served_as_stored("vllm") and not drop and Path(draft).is_dir():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 
+from ..kinds import KINDS, MTP
 from .extracted import ExtractedLayout
 from .registry import register
 
@@ -61,7 +62,8 @@ class MtpSglang(ExtractedLayout):
 def sglang_serve(target: str, out: str, dequantized: bool) -> str:
     """SGLang's command for a NextN folder: its EAGLE algorithm with one step (how SGLang runs NextN drafts);
     a dequantized folder is built without the target's quantization."""
-    return (f"python -m sglang.launch_server --model-path {shlex.quote(target)} --speculative-algorithm EAGLE "
+    return (f"python -m sglang.launch_server --model-path {shlex.quote(target)} "
+            f"--speculative-algorithm {KINDS[MTP].sglang_algorithm} "
             f"--speculative-draft-model-path {shlex.quote(out)} --speculative-num-steps 1 "
             "--speculative-eagle-topk 1 --speculative-num-draft-tokens 2"
             + (" --speculative-draft-model-quantization unquant" if dequantized else ""))

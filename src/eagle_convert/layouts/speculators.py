@@ -40,7 +40,7 @@ class Speculators(Layout):
         return flat
 
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
-        if spec.kind != EAGLE3:
+        if spec.kind not in self.kinds:
             return ("the speculators format describes EAGLE-3 heads only (vLLM reads no EAGLE-1 speculators "
                     f"config); use {option('to', 'vllm')} for vLLM V1 `method: eagle`")
         return eagle3_fc_bias_refusal(spec)

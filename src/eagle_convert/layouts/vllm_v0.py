@@ -35,7 +35,7 @@ class VllmV0(Layout):
         return flat
 
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
-        if spec.kind != EAGLE1:
+        if spec.kind not in self.kinds:
             return (f"vLLM v0 had no EAGLE-3 support; use {option('to', 'vllm')} (V1, method eagle3), speculators or "
                     "sglang")
         return None
