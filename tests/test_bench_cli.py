@@ -90,7 +90,7 @@ def test_bench_needs_a_local_target(tmp_path):
 
 
 def test_demo_runs_offline_and_shows_both_outcomes():
-    from eagle_convert.cli.demo import run_demo
+    from eagle_convert.cli.demo_command import run_demo
 
     summary = run_demo(echo=None)
     assert summary["tau_raw"] == summary["tau_converted"] == 4.0

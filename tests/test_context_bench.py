@@ -15,7 +15,7 @@ import eagle_convert
 from eagle_convert.benchmark.context import parse_lengths
 from eagle_convert.benchmark.documents import DocumentsError, builtin_documents
 from eagle_convert.cli.main import main
-from eagle_convert.runner.positions import draft_position_limit
+from eagle_convert.runner.draft_gate import draft_position_limit
 from eagle_convert.settings.bench import ContextSettings
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 

@@ -24,7 +24,7 @@ from eagle_convert.benchmark import compare
 from eagle_convert.benchmark.engine_bench import parse_engine_args
 from eagle_convert.cli.main import main
 from eagle_convert.engines import process, vllm_server, vllm_worker
-from eagle_convert.engines.base import stats_from_counters
+from eagle_convert.engines.generation import stats_from_counters
 from eagle_convert.errors import EngineError
 from eagle_convert.runner.metrics import AcceptanceStats
 from eagle_convert.testing.tiny import TinyConfig, make_eagle3_head, make_target
@@ -137,7 +137,7 @@ def test_compare_in_half_precision_shows_but_does_not_gate():
 def test_one_first_difference_for_the_report_and_compare():
     """The report's first_divergence and compare's first_difference are one function: a run with a turn more than
     the other differs at that turn (the report used to call such runs identical), each under its own keys."""
-    from eagle_convert.benchmark.report import PromptReport
+    from eagle_convert.benchmark.bench_report import PromptReport
     from eagle_convert.runner.metrics import AcceptanceStats
 
     item = PromptReport("p", [3, 5], AcceptanceStats.from_accepted(2, []), [[1, 2], [3]], 0.0, [[1, 2]], 0.0)
@@ -469,7 +469,7 @@ class FakeOfflineVllm:
                 "speculative_config": self.spec}
 
     def generate(self, ids, *, max_new_tokens, temperature, seed, stop_token_ids):
-        from eagle_convert.engines.base import Generation
+        from eagle_convert.engines.generation import Generation
 
         counters = None if self.spec is None else {
             "num_drafts": 3, "num_draft_tokens": 6, "num_accepted_tokens": 2, "num_accepted_tokens_per_pos": [1, 1]}

@@ -201,7 +201,7 @@ def test_a_paragraph_never_breaks_a_hyphenated_word():
     """Where the line breaks depends on what precedes (a temporary path's length): a word split at its hyphen, or
     a label left alone on its line before a long path, made message tests pass or fail by path length. The label
     starts the first line, words stay whole, paths and flags copyable."""
-    from eagle_convert.cli.errors import paragraph
+    from eagle_convert.cli.exit_codes import paragraph
 
     for width in range(1, 140):
         text = paragraph(f"error: /tmp/{'x' * width} is saved per tensor-parallel rank; see /tmp/eagle-convert-dir.")

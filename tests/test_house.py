@@ -179,6 +179,27 @@ def test_the_cli_imports_only_the_api_settings_and_errors():
 
 
 def test_the_door_check_sees_a_side_entrance():  # negative control: a lazy import of another room is caught
-    edges = [("eagle_convert.cli.bench", "eagle_convert.benchmark.api", "run"),
+    edges = [("eagle_convert.cli.bench_command", "eagle_convert.benchmark.entry", "run"),
              ("eagle_convert.cli.main", "eagle_convert", "api")]
     assert rooms_imported_by("cli", edges) - CLI_MAY_IMPORT == {"benchmark"}
+
+
+def repeated_basenames(paths) -> dict[str, list[str]]:
+    """File names that occur in more than one folder of the package (`__init__.py` and `__main__.py` are a package's
+    own, not a module's name)."""
+    folders: dict[str, list[str]] = {}
+    for path in paths:
+        if path.name not in ("__init__.py", "__main__.py"):
+            folders.setdefault(path.name, []).append(str(path.parent.relative_to(PACKAGE)))
+    return {name: sorted(where) for name, where in folders.items() if len(where) > 1}
+
+
+def test_every_module_name_is_unique_across_the_rooms():
+    """A name in a message, a doc or a traceback finds one file: `mtp.py` in three rooms said none of their jobs."""
+    assert repeated_basenames(PACKAGE.rglob("*.py")) == {}
+
+
+def test_a_repeated_module_name_is_seen():  # negative control: two rooms, one name
+    paths = [PACKAGE / "cli" / "mtp.py", PACKAGE / "runner" / "mtp.py", PACKAGE / "cli" / "__init__.py",
+             PACKAGE / "runner" / "__init__.py", PACKAGE / "runner" / "trees" / "tree.py"]
+    assert repeated_basenames(paths) == {"mtp.py": ["cli", "runner"]}

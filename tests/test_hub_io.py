@@ -15,7 +15,7 @@ from support.hubserver import HubServer, run_json, use_in_process
 
 from eagle_convert.checkpoint.open import is_repo_id, open_input
 from eagle_convert.errors import LayoutError
-from eagle_convert.io.hub.errors import (
+from eagle_convert.io.hub.hub_errors import (
     GatedRepoError,
     HubNetworkError,
     OfflineCacheMissError,
@@ -24,9 +24,9 @@ from eagle_convert.io.hub.errors import (
     RepoNotFoundError,
     RevisionNotFoundError,
 )
+from eagle_convert.io.hub.hub_source import read_safetensors_header
 from eagle_convert.io.hub.ranges import is_cached, read_range
 from eagle_convert.io.hub.repos import cached_file, download, is_offline, resolve_repo
-from eagle_convert.io.hub.source import read_safetensors_header
 from eagle_convert.io.source import HEADER_LEN_KEY
 from eagle_convert.testing.tiny import TinyConfig, make_target
 

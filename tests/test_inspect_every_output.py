@@ -4,7 +4,7 @@ families to the sglang layout, block FP8 kept and dequantized). Clean: recognise
 no position or vocab-map error or warning that is false for these inputs.
 
 The combinations are enumerated here from the registries (eagle_convert.layouts.LAYOUTS, MTP's among them,
-testing.mtp.FAMILIES), so a new layout or family is inspected without editing this file. Why not a session-wide
+testing.mtp_targets.FAMILIES), so a new layout or family is inspected without editing this file. Why not a session-wide
 collector of every conversion other tests make: many tests corrupt an output on purpose right after writing it
 (negative controls), some convert with options that keep a true warning (--allow-rope-mismatch), and CLI tests
 convert in subprocesses; a collector would either flag deliberate damage or need per-test exemptions, and would
@@ -21,7 +21,7 @@ from eagle_convert.errors import EagleConvertError
 from eagle_convert.kinds import MTP
 from eagle_convert.layouts import LAYOUTS
 from eagle_convert.layouts.registry import extraction_layouts
-from eagle_convert.testing.mtp import FAMILIES, MtpFixture, build_mtp_target
+from eagle_convert.testing.mtp_targets import FAMILIES, MtpFixture, build_mtp_target
 from eagle_convert.testing.tiny import make_eagle1_head, make_target
 
 WRITABLE = [name for name, layout in LAYOUTS.items() if layout.writable and not layout.from_target]

@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 import eagle_convert
 from eagle_convert.api import MtpSettings, extract_mtp
 from eagle_convert.cli.main import main
-from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
+from eagle_convert.testing.mtp_targets import MtpFixture, build_mtp_target
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 
 HUGE = 10**30

@@ -17,7 +17,7 @@ from eagle_convert.layouts import CANONICAL_NAMES, LAYOUTS
 from eagle_convert.layouts.registry import output_layouts_for
 from eagle_convert.mtp.draft import MtpDraft, load_mtp_draft, looks_mtp, mtp_spec
 from eagle_convert.runner.heads import Eagle1Head, Eagle3Head, HeadModule, head_module_class
-from eagle_convert.runner.mtp import MtpHead
+from eagle_convert.runner.mtp_head import MtpHead
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -50,7 +50,7 @@ def test_a_part_nobody_registered_is_a_loud_error():  # never a silent fall back
 
 
 @pytest.mark.parametrize("opener", ["eagle_convert.benchmark.inputs", "eagle_convert.engines.prepare",
-                                    "eagle_convert.benchmark.api"])
+                                    "eagle_convert.benchmark.entry"])
 def test_a_room_that_opens_heads_has_every_reading_part(opener):
     """In a fresh interpreter (no test imported the MTP room first), importing a room that calls open_head fills
     every row's recogniser, reader and spec builder; and the runner finds every kind's head module."""

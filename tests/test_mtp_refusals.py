@@ -8,7 +8,7 @@ import torch
 from click.testing import CliRunner
 
 from eagle_convert.cli.main import main
-from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
+from eagle_convert.testing.mtp_targets import MtpFixture, build_mtp_target
 
 MIMO_Q = "model.mtp_layers.0.self_attn.q_proj.weight"
 DS = "model.layers.2."

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from eagle_convert.api import MtpSettings, extract_mtp
-from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
+from eagle_convert.testing.mtp_targets import MtpFixture, build_mtp_target
 
 # The NextN layer of the DeepSeek-V3 fixture (layer 2 of a 2-layer trunk, q_lora_rank set, 4 routed experts and one
 # shared expert), as export_deepseek_nextn.py names it: renumbered to 0, embed_tokens / shared_head.head dropped.

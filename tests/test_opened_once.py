@@ -13,7 +13,7 @@ import pytest
 import eagle_convert
 from eagle_convert.benchmark import engine_bench
 from eagle_convert.checkpoint.index import Checkpoint
-from eagle_convert.engines.base import Generation
+from eagle_convert.engines.generation import Generation
 from eagle_convert.settings.bench import EngineOptions
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 

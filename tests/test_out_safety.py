@@ -69,8 +69,8 @@ def test_a_separate_output_beside_a_symlinked_input_is_fine(cached_draft, tmp_pa
 def test_a_repo_input_counts_as_its_cache_folders(tmp_path, monkeypatch):
     from huggingface_hub import constants
 
+    from eagle_convert.io.hub.hub_source import HubSource
     from eagle_convert.io.hub.repos import RepoRef
-    from eagle_convert.io.hub.source import HubSource
     from eagle_convert.io.overlap import find_overlap
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))

@@ -130,7 +130,7 @@ def test_vocab_map_build_and_coverage_json_report_progress(pair, every_step, tmp
 
 
 def test_convert_mtp_json_reports_tensors_written(every_step, tmp_path):
-    from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
+    from eagle_convert.testing.mtp_targets import MtpFixture, build_mtp_target
 
     build_mtp_target(tmp_path / "mimo", MtpFixture("mimo"))
     run = cli("convert", "--mtp", tmp_path / "mimo", "-o", tmp_path / "out", "--json")

@@ -18,8 +18,8 @@ from eagle_convert.benchmark.chat import ChatTokenizer
 from eagle_convert.benchmark.documents import Document
 from eagle_convert.benchmark.prompts import Prompt
 from eagle_convert.benchmark.session import Session
-from eagle_convert.settings.bench import ContextSettings
 from eagle_convert.errors import PromptTooLongError
+from eagle_convert.settings.bench import ContextSettings
 
 LIMIT = 300
 BOUND = token_head.FIRST_CUT_CHARS_PER_TOKEN * (LIMIT + token_head.MARGIN) * 9 // 4  # two growth steps of 1.5

@@ -13,7 +13,7 @@ from eagle_convert.rope.frequencies import INVERSE_FREQUENCIES
 from eagle_convert.rope.schedule import engine_rope
 from eagle_convert.rope.types import ROPE_TYPES
 from eagle_convert.runner.model import rope_from_hf
-from eagle_convert.runner.rope import RotaryTable
+from eagle_convert.runner.rotary_table import RotaryTable
 
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
 

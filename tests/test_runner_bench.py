@@ -14,7 +14,7 @@ from support.runner_fixtures import agreeing_eagle1_head, memoryless_target, rea
 from eagle_convert.benchmark import session as bench_module
 from eagle_convert.benchmark.chat import ChatTokenizer
 from eagle_convert.benchmark.session import BUILTIN_PROMPTS, Prompt, PromptFileError, load_prompts, run_bench
-from eagle_convert.engines import ours as ours_engine
+from eagle_convert.engines import our_runner as ours_engine
 from eagle_convert.errors import MissingTensorError, ShapeMismatchError, VerificationError
 
 QUIET = dict(progress=False, device="cpu")

@@ -26,7 +26,7 @@ from eagle_convert.runner.model import TargetModel
 from eagle_convert.runner.prefill import prefill
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.runner.trees.shapes import TreeOptions, resolve_tree
-from eagle_convert.runner.trees.speculate import tree_generate
+from eagle_convert.runner.trees.tree_speculate import tree_generate
 
 DEVICE = torch.device(os.environ.get("EAGLE_CONVERT_TEST_DEVICE", "cpu"))
 DTYPE = getattr(torch, os.environ.get("EAGLE_CONVERT_TEST_DTYPE", "float32"))

@@ -18,9 +18,9 @@ from eagle_convert.benchmark.prompts import BUILTIN_PROMPTS
 from eagle_convert.errors import PromptTooLongError, ShapeMismatchError
 from eagle_convert.kinds import EAGLE1
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
-from eagle_convert.runner.trees.draft import draft_tree
 from eagle_convert.runner.trees.shapes import TreeOptions, resolve_tree
-from eagle_convert.runner.trees.speculate import tree_generate
+from eagle_convert.runner.trees.tree_draft import draft_tree
+from eagle_convert.runner.trees.tree_speculate import tree_generate
 from eagle_convert.runner.trees.verify import commit_path, verify_tree
 from eagle_convert.testing.tiny import DEMO_CONFIG, TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 

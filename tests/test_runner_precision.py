@@ -9,7 +9,7 @@ from support.golden_sets import GOLDEN
 from support.runner_fixtures import read_golden_draft, strict_getter
 
 from eagle_convert.benchmark.session import Prompt, run_bench
-from eagle_convert.engines import ours as ours_engine
+from eagle_convert.engines import our_runner as ours_engine
 from eagle_convert.errors import UnsupportedModelError
 from eagle_convert.runner.layers import KVCache
 from eagle_convert.runner.precision import TF32_OVERRIDE, pin_exact_fp32, runtime_environment

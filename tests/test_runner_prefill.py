@@ -16,7 +16,7 @@ from eagle_convert.runner.model import DEFAULT_PREFILL_CHUNK, TargetModel
 from eagle_convert.runner.prefill import chunk_bounds, prefill
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.runner.trees.shapes import TreeOptions, resolve_tree
-from eagle_convert.runner.trees.speculate import tree_generate
+from eagle_convert.runner.trees.tree_speculate import tree_generate
 
 TOL = dict(atol=2e-5, rtol=1e-5)
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from support.convert import flat, run_cli
 
 import eagle_convert
-from eagle_convert.benchmark import api as bench_api
+from eagle_convert.benchmark import entry as bench_api
 from eagle_convert.cli.main import main
 from eagle_convert.conversion import converter
 

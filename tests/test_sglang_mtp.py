@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from support.mtp_bench import engine_fixture
 
 from eagle_convert.api import MtpSettings, extract_mtp
-from eagle_convert.testing.mtp import build_mtp_target
+from eagle_convert.testing.mtp_targets import build_mtp_target
 
 pytestmark = pytest.mark.sglang
 

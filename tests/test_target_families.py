@@ -191,7 +191,7 @@ CHECKED = {  # how each family was checked, for docs/targets.md's target table (
 def test_readme_target_table_matches():
     from pathlib import Path
 
-    from eagle_convert.targets.registry import markdown_table
+    from eagle_convert.targets.family_registry import markdown_table
 
     readme = (Path(__file__).resolve().parents[1] / "docs" / "targets.md").read_text()
     start = readme.index("<!-- targets-table")

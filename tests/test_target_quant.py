@@ -264,7 +264,7 @@ def test_a_float_head_whose_rows_disagree_with_the_config_is_not_called_packed(q
     --lm-head-from cannot fix; the message says so and what to do."""
     from eagle_convert.checkpoint.index import Checkpoint
     from eagle_convert.io.source import LocalSource
-    from eagle_convert.targets.read import read_target
+    from eagle_convert.targets.target_info import read_target
 
     wrong = tmp_path / "wrong-vocab"
     _rewrite(quant["fp32"], wrong, quant["shard"], lambda t: t, {"vocab_size": 1000})
@@ -334,7 +334,7 @@ def test_a_quantized_target_embedding_is_said_not_compared():
     from types import SimpleNamespace
 
     from eagle_convert.checkpoint.index import TensorRef
-    from eagle_convert.conversion.checks import compare_embeddings
+    from eagle_convert.conversion.tensor_checks import compare_embeddings
     from eagle_convert.targets.quant import StoredWeight
 
     ref = TensorRef("model.embed_tokens.weight", "model.safetensors", torch.float8_e4m3fn, (8, 4), 0)

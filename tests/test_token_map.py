@@ -124,8 +124,8 @@ def test_restricted_head_proposes_only_mapped_ids(heads):
     from eagle_convert.checkpoint.open import open_input
     from eagle_convert.draft.load import load_draft, tensor_reader
     from eagle_convert.runner.speculate import speculative_generate
-    from eagle_convert.runner.trees.draft import draft_tree
     from eagle_convert.runner.trees.shapes import dynamic_tree
+    from eagle_convert.runner.trees.tree_draft import draft_tree
 
     target = load_target(str(heads / "target"), dtype=torch.float32, device="cpu")
     draft = load_draft(open_input(str(heads / "partial"), role="draft").checkpoint,

@@ -142,12 +142,12 @@ def test_sweep_ranks_shapes_and_names_serve_flags(agree):
 
 
 def test_sweep_loads_the_target_once(agree, monkeypatch):
-    from eagle_convert.benchmark import ours
+    from eagle_convert.benchmark import our_bench
     from eagle_convert.benchmark.sweep import run_sweep, uniform_tree
 
     loads = []
-    real = ours.load_target
-    monkeypatch.setattr(ours, "load_target", lambda *a, **kw: loads.append(1) or real(*a, **kw))
+    real = our_bench.load_target
+    monkeypatch.setattr(our_bench, "load_target", lambda *a, **kw: loads.append(1) or real(*a, **kw))
     result = run_sweep(str(agree / "target"), str(agree / "head"), k=2, prompts=PROMPTS, num_prompts=1,
                        max_new_tokens=8, shapes=[uniform_tree((1, 1)), uniform_tree((2, 2))])
     assert len(result["rows"]) == 3 and len(loads) == 1

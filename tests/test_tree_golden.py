@@ -12,9 +12,9 @@ from support.golden_sets import GOLDEN
 from support.runner_fixtures import build_pair, read_golden_draft, read_target_dir
 
 from eagle_convert.runner.heads import aux_layer_ids_for
-from eagle_convert.runner.trees.draft import draft_tree
 from eagle_convert.runner.trees.shapes import dynamic_tree
 from eagle_convert.runner.trees.tree import accept_greedy_tree, best_path_row
+from eagle_convert.runner.trees.tree_draft import draft_tree
 from eagle_convert.runner.trees.verify import commit_path, verify_tree
 
 

@@ -19,10 +19,10 @@ from support.sampling import (
 
 from eagle_convert.kinds import EAGLE1, EAGLE3
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
-from eagle_convert.runner.trees.draft import draft_tree
 from eagle_convert.runner.trees.shapes import MC_SIM_7B_63, dynamic_tree, static_tree
-from eagle_convert.runner.trees.speculate import tree_generate
 from eagle_convert.runner.trees.tree import DraftTree, accept_sampled_tree
+from eagle_convert.runner.trees.tree_draft import draft_tree
+from eagle_convert.runner.trees.tree_speculate import tree_generate
 
 SHAPES = {
     "dynamic-3-4-16": dynamic_tree(3, 4, 16),

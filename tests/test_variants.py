@@ -427,8 +427,8 @@ def test_variant_tree_rows_equal_each_nodes_own_chain(built, name):
     layer of every variant sees exactly its ancestors."""
     from eagle_convert.benchmark.session import load_target
     from eagle_convert.runner.heads import aux_layer_ids_for
-    from eagle_convert.runner.trees.draft import draft_tree
     from eagle_convert.runner.trees.shapes import dynamic_tree
+    from eagle_convert.runner.trees.tree_draft import draft_tree
 
     root, targets, _ = built
     target_dir = root / target_of(name)

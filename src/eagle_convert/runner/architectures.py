@@ -20,7 +20,7 @@ class Architecture:
     o_bias: bool = False  # attention_bias also biases o_proj (llama, qwen3; not qwen2's fixed biases)
     mlp_bias: bool = False  # the config's mlp_bias is honoured (llama)
     qk_norm: bool = False  # qwen3: RMS norm per head on q and k, before RoPE
-    moe: bool = False  # experts in (some) layers: runner/moe.py
+    moe: bool = False  # experts in (some) layers: runner/moe_mlp.py
     # How the config's sliding_window applies: "every_layer" (HF applies it on every layer, ignoring layer_types),
     # "uniform" (every layer, when use_sliding_window), "layer_types" (per layer_types / max_window_layers, when
     # use_sliding_window), None (full attention)

@@ -17,10 +17,10 @@ from ..runner.heads import HeadModule
 from ..runner.metrics import AcceptanceStats
 from ..runner.model import TargetModel
 from ..runner.speculate import SpeculativeResult, plain_generate, speculative_generate
-from ..runner.trees.metrics import TreeAcceptanceStats
 from ..runner.trees.shapes import TreeShape
-from ..runner.trees.speculate import TreeResult, tree_generate
-from .base import Generation
+from ..runner.trees.tree_metrics import TreeAcceptanceStats
+from ..runner.trees.tree_speculate import TreeResult, tree_generate
+from .generation import Generation
 
 
 def timed(device: torch.device, run: Callable):
@@ -86,7 +86,7 @@ class _RunnerEngine:
 
 class OursEngine(_RunnerEngine):
     """Speculative decoding: the chain runner for chains (exactly as before trees), the tree runner otherwise.
-    `draft_limit`: the draft's position limit (runner/positions.py), past which chains draft no more, as in vLLM;
+    `draft_limit`: the draft's position limit (runner/draft_gate.py), past which chains draft no more, as in vLLM;
     trees ignore it (no engine runs our trees)."""
 
     def __init__(self, target: TargetModel, head: HeadModule, shape: TreeShape, draft_limit: int | None = None):

@@ -13,8 +13,8 @@ from ..settings.bench import BenchSettings, ContextSettings, DecodeSettings, Gat
 from ..settings.common import HubOptions
 from .context_table import context_report
 from .engine import check_engine_usage, engine_from, engine_options, engine_requested
-from .errors import EXIT_GATE, handle_errors, paragraph
-from .tree import sweep_command, tree_options, tree_report_lines
+from .exit_codes import EXIT_GATE, handle_errors, paragraph
+from .tree_options import sweep_command, tree_options, tree_report_lines
 
 
 def _fmt(value, spec: str = ".3f") -> str:

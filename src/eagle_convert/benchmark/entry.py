@@ -18,13 +18,13 @@ from ..positions.checks import PositionOptions
 from ..runner.trees.shapes import TreeOptions, TreeShape, resolve_tree
 from ..settings.bench import BenchSettings, ContextSettings, DecodeSettings, EngineOptions, GateOptions
 from ..settings.common import HubOptions
-from ..targets.read import read_target
+from ..targets.target_info import read_target
 from ..vocab.token_map import read_token_map
 from . import gates as gate_checks
+from .bench_report import SCHEMA_VERSION, BenchReport
 from .compare import compare_gate
 from .inputs import BenchInputs
-from .positions import bench_max_model_len, check_before_bench
-from .report import SCHEMA_VERSION, BenchReport
+from .position_checks import bench_max_model_len, check_before_bench
 
 DEFAULT_MAX_TAU_DROP = 0.05
 
@@ -110,7 +110,7 @@ def run(target: str, draft: str | None, settings: BenchSettings, hub: HubOptions
 def _bench_ours(inputs: BenchInputs, decode: DecodeSettings, gates: GateOptions, *, device: str, dtype: str,
                 baseline: bool, progress: bool, drop) -> BenchReport:
     from ..runner.heads import head_module_class
-    from .ours import bench_target  # torch model code loads only when our runner benches
+    from .our_bench import bench_target  # torch model code loads only when our runner benches
 
     target = inputs.target_name
     require_local_target(target)

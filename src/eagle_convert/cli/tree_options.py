@@ -8,7 +8,7 @@ import json
 import click
 
 from ..settings.bench import TreeSettings
-from .errors import handle_errors
+from .exit_codes import handle_errors
 
 tree_options = TreeSettings.cli_options()
 

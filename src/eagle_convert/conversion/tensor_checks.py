@@ -7,7 +7,7 @@ import torch
 
 from ..checkpoint.read import read_rows, read_tensor
 from ..draft.load import DraftHead
-from ..targets.read import TargetInfo
+from ..targets.target_info import TargetInfo
 from .derive import sampled_rows
 from .plan import Plan
 from .validate import check_vocab_map

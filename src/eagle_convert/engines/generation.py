@@ -17,8 +17,8 @@ COUNTER_KEYS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_ac
 
 @dataclass
 class Generation:
-    """One answer. An engine that counts (vLLM) returns these; our runner a RoundsGeneration (engines/ours.py), which
-    keeps its rounds instead. The bench loop (benchmark/loop.py) reads acceptance through the type."""
+    """One answer. An engine that counts (vLLM) returns these; our runner a RoundsGeneration (engines/our_runner.py),
+    which keeps its rounds instead. The bench loop (benchmark/loop.py) reads acceptance through the type."""
     tokens: list[int]
     seconds: float
     counters: dict | None = None  # COUNTER_KEYS moved by this request; None for plain decoding

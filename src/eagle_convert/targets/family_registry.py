@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import dense, moe, multimodal
-from .base import TargetFamily
+from .family import TargetFamily
 
 FAMILIES: dict[str, TargetFamily] = {f.name: f for group in (dense, moe, multimodal) for f in group.FAMILIES}
 _BY_MODEL_TYPE = {t: f for f in FAMILIES.values() for t in f.model_types}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..runner.metrics import AcceptanceStats, merge_stats
-from ..runner.trees.metrics import merge_tree_stats
+from ..runner.trees.tree_metrics import merge_tree_stats
 from .gates import GateResult
 
 # 2: prompts gained category, prompt_ids_sha256 and accepted_per_round; the gate and reference blocks were added.
@@ -47,7 +47,7 @@ class PromptReport:
     # Greedy only, kept in memory for the reference gate: per turn, per round, the drafted ids and the draft margins.
     drafted_per_turn: list[list[list[int]]] = field(default_factory=list)
     margins_per_turn: list[list[list[float]]] = field(default_factory=list)
-    # Our runner: verify rounds past the draft's position limit (k dummy drafts, runner/positions.py); None: an
+    # Our runner: verify rounds past the draft's position limit (k dummy drafts, runner/draft_gate.py); None: an
     # engine's counters cannot tell them from rounds that rejected every draft.
     drafting_disabled_rounds: int | None = None
 

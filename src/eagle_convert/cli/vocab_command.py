@@ -12,7 +12,7 @@ import click
 from .. import api
 from ..settings.declare import cli_option
 from ..settings.vocab import COMPAT, FORMAT, FROM_FORMAT
-from .errors import EXIT_ERROR, handle_errors, paragraph
+from .exit_codes import EXIT_ERROR, handle_errors, paragraph
 
 
 def _api():

@@ -1,6 +1,6 @@
-"""`bench_target`: a draft head on its target with our bundled runner (engines/ours.py), through the bench loop every
-engine shares (loop.py): warm-up outside the clock, the speculative run, then plain decoding of the same ids for the
-baseline, and optionally the reference head (--reference-draft) on the same loaded target and prompts."""
+"""`bench_target`: a draft head on its target with our bundled runner (engines/our_runner.py), through the bench loop
+every engine shares (loop.py): warm-up outside the clock, the speculative run, then plain decoding of the same ids for
+the baseline, and optionally the reference head (--reference-draft) on the same loaded target and prompts."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ import torch
 
 from ..checkpoint.index import Checkpoint
 from ..conversion.validate import check_sizes
-from ..engines.ours import OursEngine, PlainEngine
+from ..engines.our_runner import OursEngine, PlainEngine
+from ..runner.draft_gate import draft_position_limit
 from ..runner.heads import aux_layer_ids_for, build_draft_head
 from ..runner.model import TargetModel
-from ..runner.positions import draft_position_limit
 from ..runner.precision import runtime_environment
 from ..runner.text_model import runner_target
 from ..runner.trees.shapes import TreeShape, check_tree_for_head
 from ..settings.bench import DecodeSettings
 from ..spec import DraftSpec
+from .bench_report import BenchReport
 from .loop import run_baseline, run_conversations
-from .report import BenchReport
 from .session import Session, check_lossless, load_target, open_session, resolve_device_dtype
 from .settings import report_settings
 

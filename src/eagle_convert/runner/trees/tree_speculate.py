@@ -1,5 +1,5 @@
 """Tree speculative decoding, batch 1: each round drafts one tree (tree_draft.py), verifies all its nodes in one
-target forward (tree_verify.py), accepts a root path (tree.py), commits its KV and extends the head.
+target forward (verify.py), accepts a root path (tree.py), commits its KV and extends the head.
 
 Same alignment and head context as the chain loop (speculate.py): after a round that accepted nodes n_1..n_a and
 emitted the next token t, the head gets a+1 rows pairing the target's features at root, n_1..n_a (gathered from the
@@ -18,9 +18,9 @@ from ..heads import HeadModule
 from ..model import TargetModel
 from ..prefill import prefill
 from ..speculate import choose_token, emit_tokens, token_probs
-from .draft import draft_tree
 from .shapes import TreeShape
 from .tree import accept_greedy_tree, accept_sampled_tree
+from .tree_draft import draft_tree
 from .verify import commit_path, verify_tree
 
 
