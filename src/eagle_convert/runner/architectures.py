@@ -2,7 +2,8 @@
 
 Which families the runner runs is the target families' table (targets/: `runner` set; a multimodal wrapper runs its
 language model's row, text-only). The architecture classes each row accepts come from that table too, so a new family
-for `bench` is its row in targets/ plus its row here; tests/test_runner_targets.py holds the two tables together."""
+for `bench` is its row in targets/ plus its row here; tests/runner/test_runner_targets.py holds the two tables
+together."""
 
 from __future__ import annotations
 

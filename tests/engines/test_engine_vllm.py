@@ -23,7 +23,7 @@ import eagle_convert
 
 pytestmark = pytest.mark.vllm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = os.environ.get("VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python"))
 MAX_TOKENS = "24"
 MARK = f"EAGLE_CONVERT_ENGINE_TEST_{os.getpid()}"

@@ -26,7 +26,7 @@ import eagle_convert
 
 pytestmark = [pytest.mark.vllm, pytest.mark.real]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TARGET = Path(os.environ.get("EAGLE_REAL_TARGET", ROOT / ".real" / "smollm2"))
 HEAD = Path(os.environ.get("EAGLE3_REAL_HEAD", ROOT / ".real" / "eagle3-smollm2"))
 EVAL_PROMPTS = ROOT / "scripts" / "real" / "data" / "real_eval_prompts.jsonl"

@@ -25,8 +25,9 @@ from eagle_convert.testing.mtp_targets import FAMILIES, MtpFixture, build_mtp_ta
 from eagle_convert.testing.tiny import make_eagle1_head, make_target
 
 WRITABLE = [name for name, layout in LAYOUTS.items() if layout.writable and not layout.from_target]
-# Variants whose output holds a true problem or that every layout refuses, by design (tests/test_variants.py):
-# norm_before_residual (SGLang cannot express it; inspect says so), fc_bias (refused), wide_target (another target).
+# Variants whose output holds a true problem or that every layout refuses, by design
+# (tests/conversion/test_variants.py): norm_before_residual (SGLang cannot express it; inspect says so), fc_bias
+# (refused), wide_target (another target).
 TRUE_PROBLEM = {"norm_before_residual", "fc_bias", "wide_target"}
 HEADS = ["eagle1", "eagle1-fc-bias"] + [f"eagle3-{v}" for v in VARIANTS if v not in TRUE_PROBLEM]
 NEXTN = [f for f in FAMILIES if f in ("deepseek_v3", "glm4_moe")]

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from eagle_convert.testing.family_fixtures import BY_NAME, FAMILIES, build_family, table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # vLLM's interpreter, as tests/support/vllm.py finds it; its model files are read as text, never imported
 _VENV = Path(os.environ.get("VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python"))).parents[1]
 VLLM = next(iter(sorted(_VENV.glob("lib/python3*/site-packages/vllm"))), None)

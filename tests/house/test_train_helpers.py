@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-TRAIN = Path(__file__).resolve().parents[1] / "scripts" / "train"
+TRAIN = Path(__file__).resolve().parents[2] / "scripts" / "train"
 
 
 def in_trainer(tmp_path: Path, code: str, **inputs) -> dict:

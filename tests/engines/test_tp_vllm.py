@@ -18,7 +18,7 @@ from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 
 pytestmark = pytest.mark.vllm
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = os.environ.get("VLLM_PYTHON", str(ROOT / ".venv-vllm" / "bin" / "python"))
 # head_dim 32 (vLLM's CPU attention needs >= 32); vocab 1000, not a multiple of 64: vLLM pads it to 1024.
 CFG = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, intermediate_size=256, vocab_size=1000)

@@ -1,7 +1,7 @@
 """Ctrl-C while `bench` reads and tokenizes its prompts ends it at once (io/interrupts.immediate: no engine process
 exists yet and nothing is written), as `vocab-map build` does; engines started later are still ended by the
-KeyboardInterrupt cleanup (tests/test_engines.py). Deterministic: EAGLE_CONVERT_TEST_PAUSE stops bench at the point
-where its prompts are being tokenized and says so through a file."""
+KeyboardInterrupt cleanup (tests/engines/test_engines.py). Deterministic: EAGLE_CONVERT_TEST_PAUSE stops bench at the
+point where its prompts are being tokenized and says so through a file."""
 
 from __future__ import annotations
 

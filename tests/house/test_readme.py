@@ -8,7 +8,7 @@ import pytest
 
 from eagle_convert.layouts.registry import markdown_table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_readme_layout_table_matches_registry():

@@ -16,7 +16,7 @@ from eagle_convert.testing.tiny import TinyConfig, make_eagle3_head
 
 pytest.importorskip("transformers")
 SEQ = 12
-TOL = dict(atol=2e-5, rtol=1e-5)  # as tests/test_runner_transformers.py
+TOL = dict(atol=2e-5, rtol=1e-5)  # as tests/runner/test_runner_transformers.py
 MOE = dict(num_hidden_layers=4)  # (and for two multimodal cases: an EAGLE-3 head needs three distinct layers)
 
 CASES = {  # name -> (family, original_format, config overrides)

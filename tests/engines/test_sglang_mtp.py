@@ -23,7 +23,7 @@ from eagle_convert.testing.mtp_targets import build_mtp_target
 
 pytestmark = pytest.mark.sglang
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SGLANG_PYTHON = os.environ.get("SGLANG_PYTHON", str(ROOT / ".venv-sglang" / "bin" / "python"))
 FIXTURES = {family: engine_fixture(family) for family in ("deepseek_v3", "glm4_moe")}
 REMOVED = "model.layers.0.mlp.experts.1.down_proj.weight"

@@ -171,10 +171,10 @@ def test_inspect_cli_prints_the_target_section(built):
 CONVERTED = "convert: LM head and embedding `torch.equal` to transformers', only their shards read"
 RUNNER = "runner logits = transformers' (fp32), speculative greedy = plain decoding"
 CHECKED = {  # how each family was checked, for docs/targets.md's target table (test_readme_target_table_matches)
-    "llama": f"{CONVERTED} (tied, untied); runner: tests/test_runner_transformers.py",
-    "mistral": f"{CONVERTED}; runner: tests/test_runner_transformers.py",
-    "qwen2": f"{CONVERTED} (tied, untied); runner: tests/test_runner_transformers.py",
-    "qwen3": f"{CONVERTED} (tied, untied); runner: tests/test_runner_transformers.py",
+    "llama": f"{CONVERTED} (tied, untied); runner: tests/runner/test_runner_transformers.py",
+    "mistral": f"{CONVERTED}; runner: tests/runner/test_runner_transformers.py",
+    "qwen2": f"{CONVERTED} (tied, untied); runner: tests/runner/test_runner_transformers.py",
+    "qwen3": f"{CONVERTED} (tied, untied); runner: tests/runner/test_runner_transformers.py",
     "qwen3_moe": f"{CONVERTED}; {RUNNER} (per-expert and stacked experts); real vLLM 0.32: EAGLE-3 counters = bench's",
     "mixtral": f"{CONVERTED}; {RUNNER}",
     "gpt_oss": f"{CONVERTED}; runner refuses it",
@@ -193,7 +193,7 @@ def test_readme_target_table_matches():
 
     from eagle_convert.targets.family_registry import markdown_table
 
-    readme = (Path(__file__).resolve().parents[1] / "docs" / "targets.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "targets.md").read_text()
     start = readme.index("<!-- targets-table")
     block = readme[readme.index("\n", start) + 1: readme.index("<!-- /targets-table -->")].strip()
     assert set(CHECKED) == set(TABLES)

@@ -19,7 +19,7 @@ from eagle_convert.mtp.draft import MtpDraft, load_mtp_draft, looks_mtp, mtp_spe
 from eagle_convert.runner.heads import Eagle1Head, Eagle3Head, HeadModule, head_module_class
 from eagle_convert.runner.mtp_head import MtpHead
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))

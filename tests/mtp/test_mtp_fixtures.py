@@ -59,6 +59,6 @@ def test_docs_table_has_a_row_per_family():
 
     from eagle_convert.mtp.families import FAMILIES as ROWS
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "mtp.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "mtp.md").read_text()
     rows = [line for line in doc.splitlines() if line.startswith("| ") and "`" in line]
     assert all(any(line.startswith(f"| {row.title} |") for line in rows) for row in ROWS)

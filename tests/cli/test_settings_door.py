@@ -16,7 +16,7 @@ from eagle_convert.benchmark import entry as bench_api
 from eagle_convert.cli.main import main
 from eagle_convert.conversion import converter
 
-GOLDEN = Path(__file__).parent / "golden" / "eagle1-llama2"
+GOLDEN = Path(__file__).parents[1] / "golden" / "eagle1-llama2"
 
 
 class Reached(Exception):

@@ -25,7 +25,7 @@ from eagle_convert.testing.tiny import make_eagle1_head, make_eagle3_head, make_
 
 pytestmark = pytest.mark.sglang
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SGLANG_PYTHON = os.environ.get("SGLANG_PYTHON", str(ROOT / ".venv-sglang" / "bin" / "python"))
 REFUSED_BY_SGLANG = {"norm_before_residual", "qwen3", "fc_bias"}  # test_variants.py checks the refusals
 

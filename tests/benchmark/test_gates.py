@@ -27,7 +27,7 @@ def releases(tmp_path_factory):
 
 def cli(*args):
     """The real command, in this process (CliRunner keeps exit code, stdout and stderr apart): a subprocess per case
-    would pay for importing torch 16 times. tests/test_bench_cli.py runs the installed command itself."""
+    would pay for importing torch 16 times. tests/benchmark/test_bench_cli.py runs the installed command itself."""
     result = CliRunner().invoke(main, list(map(str, args)), catch_exceptions=False)
     result.returncode = result.exit_code
     return result

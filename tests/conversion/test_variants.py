@@ -333,7 +333,7 @@ def test_readme_variant_table_matches_the_layouts():
     from pathlib import Path
 
     from eagle_convert.layouts.variant_table import variant_markdown_table
-    readme = (Path(__file__).resolve().parents[1] / "docs" / "layouts.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "layouts.md").read_text()
     start = readme.index("<!-- variants-table")
     block = readme[readme.index("\n", start) + 1: readme.index("<!-- /variants-table -->")].strip()
     assert block == variant_markdown_table()

@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 
 ORIGINAL = 32  # the "pretraining" context of every scaled config below
 LONG = 80  # the prompt: well past ORIGINAL
-TOL = dict(atol=2e-5, rtol=1e-5)  # as tests/test_runner_transformers.py
+TOL = dict(atol=2e-5, rtol=1e-5)  # as tests/runner/test_runner_transformers.py
 # head_dim 16 (hidden 64 / 4 heads): enough frequencies that every scaling regime occurs
 WIDE = dict(hidden_size=64, intermediate_size=64, max_position_embeddings=128)
 

@@ -29,7 +29,7 @@ from eagle_convert.errors import EngineError
 from eagle_convert.runner.metrics import AcceptanceStats
 from eagle_convert.testing.tiny import TinyConfig, make_eagle3_head, make_target
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def build_pair(root: Path) -> dict:
@@ -40,8 +40,8 @@ def build_pair(root: Path) -> dict:
 
 
 def run_cli(*args, env=None):
-    """The real command, in this process (as tests/test_gates.py does: a subprocess per case would pay for importing
-    torch each time); CliRunner keeps the exit code, stdout and stderr apart."""
+    """The real command, in this process (as tests/benchmark/test_gates.py does: a subprocess per case would pay for
+    importing torch each time); CliRunner keeps the exit code, stdout and stderr apart."""
     result = CliRunner().invoke(main, list(map(str, args)), env=env, catch_exceptions=False)
     result.returncode = result.exit_code
     return result

@@ -1,5 +1,6 @@
 """Benching MTP heads (the layer a target ships): our runner's MiMo MTP head, its refusals, and how bench hands an MTP
-draft to vLLM (speculative config, the target family's CPU needs, the worker). Real vLLM: tests/test_vllm_mtp.py."""
+draft to vLLM (speculative config, the target family's CPU needs, the worker). Real vLLM:
+tests/engines/test_vllm_mtp.py."""
 
 from __future__ import annotations
 
