@@ -47,8 +47,8 @@ def convert(draft: str, target: str, out: str | Path | None = None, settings: Co
 
 def bench(target: str, draft: str | None = None, settings=None, hub: HubOptions | None = None, **keywords):
     """Run the draft/verify benchmark (our runner, or an engine): the one entry point of `eagle-convert bench` and
-    of Python callers; see `eagle_convert.benchmark.api.bench` and `bench_settings` for the arguments."""
-    from .benchmark.api import bench as bench_with_settings  # torch model code loads only when benchmarking
+    of Python callers; see `eagle_convert.benchmark.entry.bench` and `bench_settings` for the arguments."""
+    from .benchmark.entry import bench as bench_with_settings  # torch model code loads only when benchmarking
 
     return bench_with_settings(target, draft, settings, hub, **keywords)
 

@@ -113,7 +113,7 @@ class HeadKind:
 
 PARTS = ("recognise", "reader", "spec_builder", "runner_head")
 _REGISTERED_BY = {"recognise": "mtp/draft.py for MTP", "reader": "draft/load.py, mtp/draft.py",
-                  "spec_builder": "draft/load.py, mtp/draft.py", "runner_head": "runner/heads.py, runner/mtp.py"}
+                  "spec_builder": "draft/load.py, mtp/draft.py", "runner_head": "runner/heads.py, runner/mtp_head.py"}
 
 
 def register(kind: str, **parts) -> None:

@@ -9,15 +9,15 @@ from dataclasses import replace
 import torch
 
 from ..draft.load import tensor_reader
-from ..runner.positions import draft_position_limit
+from ..runner.draft_gate import draft_position_limit
 from ..settings.bench import BenchSettings
 from ..settings.common import HubOptions
 from . import gates as gate_checks
-from .api import run
+from .bench_report import BenchReport
 from .context import bucket_prompts, check_buckets_fit, context_block, documents_for
+from .entry import run
 from .inputs import BenchInputs
 from .plot import check_plot_path, write_plot
-from .report import BenchReport
 
 
 def run_context(target: str, draft: str | None, settings: BenchSettings, hub: HubOptions = HubOptions()
@@ -55,7 +55,7 @@ def run_context(target: str, draft: str | None, settings: BenchSettings, hub: Hu
 
 
 def _limit(head, target_limit: int | None, *, served: dict | None) -> int | None:
-    """Where drafting stops (runner/positions.py). An engine served a converted copy when it could not load the
+    """Where drafting stops (runner/draft_gate.py). An engine served a converted copy when it could not load the
     layout (engine.draft.conversion): convert raises the limit to the target's, so that copy's limit is the rule's."""
     config = dict(head.spec.extra)
     if served is not None and (served.get("draft") or {}).get("conversion"):

@@ -22,9 +22,9 @@ from ..runner.trees.shapes import TreeShape
 from ..settings.bench import DecodeSettings, EngineOptions
 from ..settings.common import HubOptions
 from ..targets import family_for
+from .bench_report import BenchReport
 from .inputs import BenchInputs
 from .loop import EngineRun, counters_block, run_baseline, run_conversations
-from .report import BenchReport
 from .session import Session, check_lossless, open_session
 from .settings import report_settings
 
@@ -63,8 +63,8 @@ def bench_engine(target: str, draft: str | None, decode: DecodeSettings, engine:
                  hub: HubOptions = HubOptions(), *, dtype: str = "auto", baseline: bool = True, progress: bool = False,
                  drop: tuple[str, ...] = (), before_run: Callable[[], None] = lambda: None,
                  inputs: BenchInputs | None = None) -> BenchReport:
-    """The engine's report, gates not applied (api.py applies them, as for ours). `before_run`: called once the
-    engine's own usual problems are ruled out, before any work (api.py: checks the stored report's settings).
+    """The engine's report, gates not applied (entry.py applies them, as for ours). `before_run`: called once the
+    engine's own usual problems are ruled out, before any work (entry.py: checks the stored report's settings).
     `inputs`: the run's checkpoints, when the caller opened them already (each is opened once per run)."""
     inputs = inputs or BenchInputs(target, draft, hub)
     if not Path(target).is_dir():

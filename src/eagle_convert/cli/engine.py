@@ -1,6 +1,6 @@
 """bench's engine path on the command line: which options need an engine, and the EngineOptions the library takes
-(settings/bench.py declares the options; benchmark/api.py runs the engine and --compare; cli/bench.py renders the
-report as for our runner)."""
+(settings/bench.py declares the options; benchmark/entry.py runs the engine and --compare; cli/bench_command.py
+renders the report as for our runner)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ import click
 from .. import __version__, api
 from ..settings.common import HubOptions
 from ..settings.convert import ConvertSettings, InspectSettings, TargetTensors
-from .errors import handle_errors, paragraph, show_input_warnings
-from .positions import position_lines
+from .exit_codes import handle_errors, paragraph, show_input_warnings
+from .position_lines import position_lines
 
 
 def _api():
@@ -63,7 +63,7 @@ def convert(draft, target, mtp, dequantize, out, as_json, quiet, **parsed):
     if not settings.dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
     if mtp:
-        from .mtp import convert_mtp
+        from .mtp_command import convert_mtp
 
         return convert_mtp(mtp, out, settings, dequantize, as_json, hub)
     # SIGTERM and SIGHUP clean up as Ctrl-C does; the previous handlers are restored after.
@@ -254,17 +254,17 @@ def layouts():
 @handle_errors
 def demo(workdir, as_json):
     """Build a tiny target and EAGLE-1 head offline, then inspect, convert, verify and bench them."""
-    from .demo import run_demo
+    from .demo_command import run_demo
 
     summary = run_demo(workdir, echo=None if as_json else click.echo)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
 
 
-from .bench import bench  # noqa: E402  (lives beside the runner; registered here)
+from .bench_command import bench  # noqa: E402  (lives beside the runner; registered here)
 
 main.add_command(bench)
 
-from .vocab import vocab_map  # noqa: E402  (the vocab-map group: build, convert, check)
+from .vocab_command import vocab_map  # noqa: E402  (the vocab-map group: build, convert, check)
 
 main.add_command(vocab_map)

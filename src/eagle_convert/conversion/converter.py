@@ -1,5 +1,5 @@
-"""`convert`: resolve inputs -> read the draft -> plan -> validate (checks.py) -> (dry run stops, fetch.py says what
-a real run will fetch) -> stream out and verify (execute.py)."""
+"""`convert`: resolve inputs -> read the draft -> plan -> validate (validate.py, tensor_checks.py) -> (dry run stops,
+fetch.py says what a real run will fetch) -> stream out and verify (execute.py)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from ..layouts.registry import default_output_layout
 from ..positions.checks import PositionOptions, check_positions, refuse_rope_errors
 from ..settings.common import HubOptions
 from ..settings.convert import ConvertSettings
-from ..targets.read import read_target
-from .checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, compare_embeddings, compares_embeddings
+from ..targets.target_info import read_target
 from .derive import FoldReport
 from .execute import execute_plan
 from .fetch import fetch_plan
 from .plan import Plan, build_plan
-from .token_map import plan_token_map
+from .tensor_checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, compare_embeddings, compares_embeddings
+from .token_map_output import plan_token_map
 
 
 @dataclass
@@ -98,7 +98,7 @@ def convert(draft: str | InputRef, target: str | InputRef, out: str | Path | Non
     head's kind, layouts.registry.DEFAULT_OUTPUT_LAYOUTS; docs/convert.md: every option;
     `max_model_len` and `allow_rope_mismatch`: the position and RoPE checks, docs/long-context.md). `token_map`: a
     hot-token map for an EAGLE-1 head --to sglang, checked, copied into OUT and named in the serve command
-    (conversion/token_map.py). `hub`: how repo ids are read (the draft at `revision`, the target at
+    (conversion/token_map_output.py). `hub`: how repo ids are read (the draft at `revision`, the target at
     `target_revision`). `draft` and `target` may be inputs the caller opened already (a bench converting the draft it
     is benching), each then read as it is, not opened again."""
     s, tensors = settings, settings.tensors

@@ -25,7 +25,7 @@ from . import finite
 from .derive import fold_fc_bias
 from .modelcard import model_card
 from .plan import DEQUANT, FOLD, GATHER, ZEROS, Plan, PlannedTensor
-from .token_map import TokenMapOutput, write_token_map
+from .token_map_output import TokenMapOutput, write_token_map
 
 if TYPE_CHECKING:  # what a result needs here: ConversionResult (converter.py) and MtpResult (mtp_extract.py)
     from typing import Protocol

@@ -120,8 +120,8 @@ def _extract(target: str, out: str | Path | None, settings: MtpSettings) -> MtpR
 def fetch_summary(ref: InputRef, result: MtpResult) -> dict | None:
     """For a repo id: the bytes planning fetched (config, index, the MTP shards' headers) and every tensor range
     extracting will fetch, each marked cached or not (as a dry run of an EAGLE conversion says for the LM head)."""
+    from ..io.hub.hub_source import HubSource
     from ..io.hub.ranges import is_cached
-    from ..io.hub.source import HubSource
 
     source = ref.checkpoint.source
     if not isinstance(source, HubSource):

@@ -12,7 +12,7 @@ from ..errors import UnsupportedConversionError
 from ..layouts.extracted import ExtractedLayout
 from ..mtp.locate import MtpLayers
 from ..targets.quant import StoredWeight
-from ..targets.read import DTYPE_NAMES
+from ..targets.target_info import DTYPE_NAMES
 from .plan import DEQUANT, Plan, PlannedTensor, Source
 
 # Files beside the weights that a served folder keeps: tokenizer, generation config, and the remote code a

@@ -18,7 +18,7 @@ from ..layouts import OutputContext, get_layout
 from ..layouts.base import DerivedTensor
 from ..spec import DraftSpec
 from ..targets.quant import StoredWeight
-from ..targets.read import DTYPE_NAMES, TargetInfo
+from ..targets.target_info import DTYPE_NAMES, TargetInfo
 
 FOLD = "fold_fc_bias"  # E' = E + W_e^-1 b: the fc bias moved into a draft-specific embedding
 ZEROS = "zeros"

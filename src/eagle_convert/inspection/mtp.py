@@ -53,8 +53,8 @@ def _serve(layout: str, target: str, path: str, config: dict, provenance: dict |
 
 
 def _bench(layout: str, family: str | None) -> str:
-    """Whether `bench`'s own runner runs this folder, by the runner's own family list (runner/mtp.py)."""
-    from ..runner.mtp import RUNNER_MTP_FAMILIES
+    """Whether `bench`'s own runner runs this folder, by the runner's own family list (runner/mtp_head.py)."""
+    from ..runner.mtp_head import RUNNER_MTP_FAMILIES
 
     if layout != "vllm":
         return ("no: the bench runner and vLLM read the vllm layout; extract with --to vllm to bench, or serve this "

@@ -16,7 +16,7 @@ from ..layouts.base import SOURCE_LIMIT_KEY
 from ..mtp.folder import extracted_layout
 from ..positions.checks import PositionOptions, check_positions, text_view
 from ..rope.schedule import engine_limit
-from ..targets.read import TargetInfo, read_target
+from ..targets.target_info import TargetInfo, read_target
 from ..vocab.check import check_map
 from ..vocab.head import head_facts
 from .mtp import PROVENANCE, mtp_section

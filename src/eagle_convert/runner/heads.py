@@ -32,7 +32,7 @@ from .layers import (
 )
 from .masks import ForwardMasks
 from .model import TargetOutput, draft_sliding_windows, rope_from_hf
-from .rope import RotaryTable
+from .rotary_table import RotaryTable
 
 
 @dataclass
@@ -267,7 +267,7 @@ def build_draft_head(spec: DraftSpec, get_tensor: GetTensor, *, target_embedding
 
 def head_module_class(spec: DraftSpec) -> type[HeadModule]:
     """The runner's head module for the spec's kind, as its row in kinds.py holds it."""
-    import eagle_convert.runner.mtp  # noqa: F401  (registers MtpHead into MTP's row; it imports this module)
+    import eagle_convert.runner.mtp_head  # noqa: F401  (registers MtpHead into MTP's row; it imports this module)
 
     return spec.head_kind.head_class()
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from .masks import ForwardMasks, attend
 
 if TYPE_CHECKING:
-    from .rope import RotaryTable
+    from .rotary_table import RotaryTable
 
 GetTensor = Callable[[str], torch.Tensor]
 

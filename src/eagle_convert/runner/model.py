@@ -39,9 +39,9 @@ from .layers import (
     rms_norm,
 )
 from .masks import ForwardMasks
-from .moe import MoeMlp, is_moe_layer, load_moe
+from .moe_mlp import MoeMlp, is_moe_layer, load_moe
 from .precision import pin_exact_fp32
-from .rope import RotaryTable
+from .rotary_table import RotaryTable
 
 SUPPORTED_ROPE_TYPES = tuple(ROPE_TYPES)
 # Rows per prefill forward (runner/prefill.py): small enough that an 8k-32k prompt fits on a CPU (one chunk's
@@ -77,7 +77,7 @@ class TargetConfig:
     mlp_bias: bool
     qk_norm: bool  # qwen3: RMS norm per head on q and k, before RoPE
     sliding_windows: tuple[int | None, ...]  # per layer; None = full attention
-    moe_layers: tuple[bool, ...] = ()  # per layer: experts (runner/moe.py) instead of a dense MLP
+    moe_layers: tuple[bool, ...] = ()  # per layer: experts (runner/moe_mlp.py) instead of a dense MLP
 
     @classmethod
     def from_hf(cls, config: dict) -> TargetConfig:
@@ -120,8 +120,8 @@ def rope_from_hf(config: dict) -> tuple[float, dict | None]:
     """(theta, scaling) from `rope_theta`/`rope_scaling` or transformers 5's `rope_parameters`, completed as
     transformers' `standardize_rope_params` completes it. As in transformers, `rope_scaling` wins over
     `rope_parameters`, and a theta inside the dict wins over the top level. The scaling dict carries what its type
-    needs from the config (original and current position limits), so runner/rope.py reads nothing else. What each
-    type defaults and needs is its row in rope/types.py."""
+    needs from the config (original and current position limits), so runner/rotary_table.py reads nothing else. What
+    each type defaults and needs is its row in rope/types.py."""
     params = dict(config.get("rope_scaling") or config.get("rope_parameters") or {})
     theta = float(params.pop("rope_theta", None) or config.get("rope_theta") or DEFAULT_ROPE_THETA)
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
@@ -185,7 +185,7 @@ class TargetOutput:
     logits: torch.Tensor  # [1, T, V] (or [1, 1, V] with last_logits_only)
     hidden: torch.Tensor  # [1, T, H] after the final norm: EAGLE-1's feature
     aux: torch.Tensor | None  # [1, T, len(aux_layer_ids) * H]: inputs of the aux layers, low to high; EAGLE-3's feature
-    # [1, T, H] the residual stream before the final norm: what vLLM hands an MTP layer (runner/mtp.py)
+    # [1, T, H] the residual stream before the final norm: what vLLM hands an MTP layer (runner/mtp_head.py)
     pre_norm: torch.Tensor | None = None
 
 

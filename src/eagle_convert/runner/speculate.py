@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .draft_gate import drafts_fit
 from .heads import DraftOutput, HeadModule
 from .model import TargetModel
-from .positions import drafts_fit
 from .prefill import prefill
 
 
@@ -32,7 +32,7 @@ class SpeculativeResult:
     accepted_per_round: list[int] = field(default_factory=list)  # a per verify round, before truncation (as vLLM)
     k: int = 0
     # Verify rounds whose drafts were k dummy zeros because the sequence had passed the draft's position limit
-    # (positions.py: vLLM's rule); they are counted in accepted_per_round too, as vLLM counts them.
+    # (draft_gate.py: vLLM's rule); they are counted in accepted_per_round too, as vLLM counts them.
     drafting_disabled_rounds: int = 0
     # Per verify round, greedy only: the k drafted target ids, and the head's top-1 minus top-2 logit at each step (how
     # near a tie each draft choice was). What `bench --reference-draft` shows when two heads draft differently.
@@ -147,7 +147,7 @@ def speculative_generate(target: TargetModel, head: HeadModule, prompt_ids: Sequ
                          max_new_tokens: int, temperature: float = 0.0, eos_ids: Sequence[int] = (),
                          generator: torch.Generator | None = None, draft_limit: int | None = None
                          ) -> SpeculativeResult:
-    """`draft_limit`: the draft's position limit (positions.py); past it a round verifies k dummy zeros instead of
+    """`draft_limit`: the draft's position limit (draft_gate.py); past it a round verifies k dummy zeros instead of
     drafts, as vLLM does, and the head is no longer run."""
     if k < 1 or max_new_tokens < 1 or not prompt_ids:
         raise ValueError("need k >= 1, max_new_tokens >= 1 and a non-empty prompt")

@@ -11,7 +11,7 @@ from ..checkpoint.index import Checkpoint
 from ..errors import UnsupportedModelError
 from ..targets import TargetFamily, family_for
 from ..targets.quant import quantization_summary
-from ..targets.read import find_names
+from ..targets.target_info import find_names
 from .architectures import runner_families_line
 
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved")

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from ..benchmark.api import bench
+from ..benchmark.entry import bench
 from ..checkpoint.read import read_tensor
 from ..conversion.converter import convert as convert_with_settings
 from ..inspection.report import inspect
