@@ -246,8 +246,20 @@ def why_not_exact(head, reference, target) -> str | None:
 
 
 def _read_report(path: str | Path) -> dict:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+    try:  # NaN / Infinity would make every τ comparison false, so a damaged reference would pass its gate
+        return json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=_not_a_number,
+                          parse_float=_finite_float)
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: JSON nested past Python's limit
         raise IncomparableReportError(f"Cannot read the stored report {path}: {error}.",
                                       "Pass a report written by `eagle-convert bench --json` (or --report).") from error
+
+
+def _not_a_number(word: str) -> float:
+    raise ValueError(f"it holds {word}, which no bench report writes")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"it holds {text}, a number past float range")
+    return value

@@ -1,0 +1,106 @@
+"""The input fuzzer on every surface a user hands files to (issue 33; support/fuzz_family.py): vocab maps, texts
+(prompts, corpora, documents), MTP targets and stored reports. Per family: a short seeded run (every failure it finds
+must be one another helper of issue 29 owns: support/fuzz_known.py), a negative control (the check the family
+exercises disabled: the fuzzer reports failures), and the cases of issue 29 as explicit seeds. `make fuzz` runs the
+long ones (marker `fuzz`: FUZZ_N per surface, FUZZ_SURFACE to pick some)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from support import fuzz_maps, fuzz_mtp, fuzz_reports, fuzz_texts
+from support.fuzz_family import Family, fuzz_family, run_named
+from support.fuzz_known import KNOWN_SEEDS, by_owner, unowned
+
+FAMILIES = {"maps": fuzz_maps, "texts": fuzz_texts, "mtp": fuzz_mtp, "reports": fuzz_reports}
+SHORT = {"maps": 24, "texts": 14, "mtp": 6, "reports": 12}  # each short run < ~20 s on the 2-core machine
+SEEDS = [(name, module) for name, module in FAMILIES.items() for _ in [0] if hasattr(module, "SEEDS")]
+
+
+@pytest.fixture(scope="module")
+def fixtures(tmp_path_factory):
+    """Each family's fixtures, built once (the MTP targets take a few seconds)."""
+    built = {}
+
+    def get(name: str):
+        if name not in built:
+            built[name] = FAMILIES[name].FAMILY.build(tmp_path_factory.mktemp(f"fuzz-{name}"))
+        return built[name]
+    return get
+
+
+def quiet(line: str) -> None:
+    pass
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_a_short_seeded_run_finds_nothing_unowned(name, fixtures, tmp_path):
+    summary = fuzz_family(FAMILIES[name].FAMILY, SHORT[name], seed=7, workdir=tmp_path, echo=quiet,
+                          fixtures=fixtures(name))
+    assert unowned(summary) == [], by_owner(summary)
+    assert summary["runs"] == SHORT[name] and summary["refused"] >= 1 and summary["accepted"] >= 1  # both sides
+
+
+def controlled(name: str, mutation: str) -> Family:
+    """The family restricted to one mutation (a negative control's damage)."""
+    family = FAMILIES[name].FAMILY
+    return Family(family.name, family.build, {mutation: family.mutations[mutation]})
+
+
+CONTROLS = {  # family: (what is disabled, the module and attribute, a stand-in, the mutation it lets through)
+    "maps": ("the one map check (bench / convert --token-map)", "eagle_convert.vocab.token_map", "check_map",
+             lambda facts: [], "bad-ids"),
+    "texts": ("bench's prompt row check", "eagle_convert.benchmark.prompts", "_prompt",
+              lambda item, number: __import__("eagle_convert.benchmark.prompts").benchmark.prompts.Prompt(
+                  str(number), ("t5 t6",)), "wrong-types"),
+    "mtp": ("the config schema check", "eagle_convert.checkpoint.index", "check_config", lambda config, where: None,
+            "config-count"),
+    "reports": ("the stored report's number check", "eagle_convert.benchmark.api", "_finite_float", float,
+                "nan-tau"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTROLS))
+def test_the_fuzzer_reports_a_failure_when_the_check_is_disabled(name, fixtures, tmp_path, monkeypatch):
+    what, module, attribute, stand_in, mutation = CONTROLS[name]
+    monkeypatch.setattr(module + "." + attribute, stand_in)  # the forked runs inherit it
+    if name == "reports":
+        monkeypatch.setattr("eagle_convert.benchmark.api._not_a_number", float)
+    summary = fuzz_family(controlled(name, mutation), 10, seed=7, workdir=tmp_path, echo=quiet,
+                          fixtures=fixtures(name))
+    assert unowned(summary), f"with {what} disabled the fuzzer found nothing: {summary}"
+
+
+def seed_cases():
+    for name, module in FAMILIES.items():
+        for seed in getattr(module, "SEEDS", {}):
+            marks = []
+            if seed in KNOWN_SEEDS:
+                who, runs = KNOWN_SEEDS[seed]
+                marks = [pytest.mark.xfail(strict=True, run=runs, reason=f"issue 29, fixed by {who}")]
+            yield pytest.param(name, seed, id=seed, marks=marks)
+
+
+@pytest.mark.parametrize("name, seed", list(seed_cases()))
+def test_the_issue_29_cases_are_refused_cleanly(name, seed, fixtures, tmp_path):
+    family = FAMILIES[name].FAMILY
+    family = Family(family.name, family.build, FAMILIES[name].SEEDS)
+    outcome, what, failure = run_named(family, seed, fixtures(name), tmp_path, seconds=60)
+    assert failure is None and outcome == "refused", f"{what}: {outcome}: {failure}"
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_the_long_run_finds_nothing(name, tmp_path):
+    """`make fuzz`: FUZZ_N runs per surface from FUZZ_SEED (1000 from 0), or the one run FUZZ_ONLY replays;
+    FUZZ_SURFACE=maps,texts picks surfaces (convert: tests/test_fuzz.py)."""
+    picked = os.environ.get("FUZZ_SURFACE", "")
+    if picked and name not in picked.split(","):
+        pytest.skip(f"FUZZ_SURFACE={picked}")
+    only = int(os.environ["FUZZ_ONLY"]) if os.environ.get("FUZZ_ONLY") else None
+    summary = fuzz_family(FAMILIES[name].FAMILY, int(os.environ.get("FUZZ_N", "1000")),
+                          seed=int(os.environ.get("FUZZ_SEED", "0")), workdir=tmp_path, only=only)
+    print(f"\n{name}: {summary['runs']} runs in {summary['seconds']} s: {summary['refused']} refused, "
+          f"{summary['accepted']} accepted faithfully, {len(summary['failures'])} failed {by_owner(summary)}")
+    assert summary["failures"] == []
