@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 from support import fuzz_maps, fuzz_mtp, fuzz_reports, fuzz_texts
 from support.fuzz_family import Family, fuzz_family, run_named
 from support.fuzz_known import KNOWN_SEEDS, by_owner, unowned
@@ -42,34 +43,47 @@ def test_a_short_seeded_run_finds_nothing_unowned(name, fixtures, tmp_path):
     assert summary["runs"] == SHORT[name] and summary["refused"] >= 1 and summary["accepted"] >= 1  # both sides
 
 
-def controlled(name: str, mutation: str) -> Family:
-    """The family restricted to one mutation (a negative control's damage)."""
-    family = FAMILIES[name].FAMILY
-    return Family(family.name, family.build, {mutation: family.mutations[mutation]})
+def lenient_prompt(item, number):
+    from eagle_convert.benchmark.prompts import Prompt
+
+    return Prompt(str(number), ("t5 t6",))
 
 
-CONTROLS = {  # family: (what is disabled, the module and attribute, a stand-in, the mutation it lets through)
-    "maps": ("the one map check (bench / convert --token-map)", "eagle_convert.vocab.token_map", "check_map",
-             lambda facts: [], "bad-ids"),
-    "texts": ("bench's prompt row check", "eagle_convert.benchmark.prompts", "_prompt",
-              lambda item, number: __import__("eagle_convert.benchmark.prompts").benchmark.prompts.Prompt(
-                  str(number), ("t5 t6",)), "wrong-types"),
-    "mtp": ("the config schema check", "eagle_convert.checkpoint.index", "check_config", lambda config, where: None,
-            "config-count"),
-    "reports": ("the stored report's number check", "eagle_convert.benchmark.api", "_finite_float", float,
-                "nan-tau"),
+def unchecked_scales(refs, block, names):
+    """locate._check_scales without its checks: each FP8 weight -> its scale, whatever the scale's shape or dtype."""
+    return {n: n + "_scale_inv" for n, ref in refs.items() if ref.dtype == torch.float8_e4m3fn and
+            n + "_scale_inv" in names}
+
+
+# family: (what is disabled, module.attribute, its stand-in, the damage it let through: a mutation, given only
+# the commands that refuse it correctly today, so the failures come from the disabled check alone)
+CONTROLS = {
+    "maps": ("the one map check of bench / convert --token-map", "eagle_convert.vocab.token_map.check_map",
+             lambda facts: [], lambda rng, fx, folder: fuzz_maps.bad_ids(rng, fx, folder, rng.choice(["bench",
+                                                                                                     "convert"]))),
+    "texts": ("bench's prompt row check", "eagle_convert.benchmark.prompts._prompt", lenient_prompt,
+              lambda rng, fx, folder: fuzz_texts.command(rng, fx, folder, fuzz_texts.write(
+                  folder, "prompts", '{"prompt": 5}\n'), "prompts", "prompt 5", which="bench")),
+    "mtp": ("the FP8 block-scale check", "eagle_convert.mtp.locate._check_scales",
+            unchecked_scales,
+            lambda rng, fx, folder: fuzz_mtp.shard_tensors(rng, fx, folder, rng.choice(["scale-shape", "scale-dtype"]),
+                                                           "deepseek_v3", rng.choice(["convert", "convert-sglang"]))),
+    "reports": ("the stored report's number check", "eagle_convert.benchmark.api._finite_float", float,
+                fuzz_reports.nan_tau),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CONTROLS))
 def test_the_fuzzer_reports_a_failure_when_the_check_is_disabled(name, fixtures, tmp_path, monkeypatch):
-    what, module, attribute, stand_in, mutation = CONTROLS[name]
-    monkeypatch.setattr(module + "." + attribute, stand_in)  # the forked runs inherit it
+    what, attribute, stand_in, mutation = CONTROLS[name]
+    family = Family(name, FAMILIES[name].FAMILY.build, {"control": mutation})
+    clean = fuzz_family(family, 4, seed=7, workdir=tmp_path, echo=quiet, fixtures=fixtures(name))
+    assert clean["failures"] == [] and clean["refused"] == 4, clean  # the same runs, the check on: refused
+    monkeypatch.setattr(attribute, stand_in)  # the forked runs inherit it
     if name == "reports":
         monkeypatch.setattr("eagle_convert.benchmark.api._not_a_number", float)
-    summary = fuzz_family(controlled(name, mutation), 10, seed=7, workdir=tmp_path, echo=quiet,
-                          fixtures=fixtures(name))
-    assert unowned(summary), f"with {what} disabled the fuzzer found nothing: {summary}"
+    summary = fuzz_family(family, 4, seed=7, workdir=tmp_path, echo=quiet, fixtures=fixtures(name))
+    assert summary["failures"], f"with {what} disabled the fuzzer found nothing: {summary}"
 
 
 def seed_cases():

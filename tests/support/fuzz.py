@@ -7,7 +7,8 @@ an fc bias, an EAGLE-3 safetensors head) and three conversions of them (EAGLE-3 
 EAGLE-1 -> vllm with --fc-bias fold), converts each once as a reference, then per run copies one conversion's
 inputs, damages one file (support/fuzz_mutations.py: safetensors headers, entries, lengths, nesting,
 metadata, data bits, NaN/Inf, truncation; pickles; config and index JSON; missing and extra files) and runs the
-CLI in a forked child bounded in time and address space (support/fuzz_bounded.py), with --allow-nonfinite on some runs. A run passes when either
+CLI in a forked child bounded in time and address space (support/fuzz_bounded.py), with --allow-nonfinite on some
+runs. A run passes when either
 - it is refused: exit 1, one paragraph on stderr starting "error: " (no traceback), no output folder, no staging
   folder left, every input file byte-identical to before the run; or
 - it converts faithfully: every output tensor loads with safetensors' own loader and equals (bit for bit, NaN

@@ -59,6 +59,6 @@ KNOWN_SEEDS: dict[str, tuple[str, bool]] = {
     "2M-token line (build)": ("t29-bounded", False),
     "num_nextn_predict_layers 10**30 (convert --mtp)": ("t29-inspect", False),
     "num_nextn_predict_layers 10**30 (inspect)": ("t29-inspect", False),
-    "n_routed_experts 10**30 (convert --mtp)": ("t29-inspect", True),
-    "n_routed_experts 10**30 (inspect)": ("t29-inspect", True),
+    "n_routed_experts 10**30 (convert --mtp)": ("t29-inspect", False),  # a MemoryError after ~8 s of allocating
+    "n_routed_experts 10**30 (inspect)": ("t29-inspect", False),
 }

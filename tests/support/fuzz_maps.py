@@ -171,7 +171,9 @@ def converted_problem(out: Path, ids: torch.Tensor) -> str | None:
     problem, written = truth_problem(files[0], fmt, VOCAB)
     if problem:
         return f"wrote a map that is not valid: {problem}"
-    return None if torch.equal(written, ids) else f"wrote ids {written.tolist()[:8]}..., the file says {ids.tolist()[:8]}"
+    if not torch.equal(written, ids):
+        return f"wrote ids {written.tolist()[:8]}..., the file says {ids.tolist()[:8]}"
+    return None
 
 
 # ---- the mutations --------------------------------------------------------------------------------------------------
@@ -182,7 +184,7 @@ def undamaged(rng, pair: Pair, folder: Path) -> Run:
     return command(rng, pair, folder, write_map(folder, fmt, ids), fmt, "undamaged", must_succeed=True)
 
 
-def bad_ids(rng, pair: Pair, folder: Path) -> Run:
+def bad_ids(rng, pair: Pair, folder: Path, which: str | None = None) -> Run:
     fmt, ids = rng.choice(FORMATS), good_ids(rng, rng.choice([4, 32]))
     how = rng.choice(["negative", "huge", "2**62", "vocab", "duplicate", "empty", "int64 max"])
     i = rng.randrange(ids.numel())
@@ -191,7 +193,7 @@ def bad_ids(rng, pair: Pair, folder: Path) -> Run:
     if how == "empty":
         ids = ids[:0]
     t2d = rng.choice(["auto", None])
-    return command(rng, pair, folder, write_map(folder, fmt, ids, t2d), fmt, f"an id made {how}")
+    return command(rng, pair, folder, write_map(folder, fmt, ids, t2d), fmt, f"an id made {how}", which=which)
 
 
 def bad_dtype(rng, pair: Pair, folder: Path) -> Run:

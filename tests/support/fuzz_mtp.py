@@ -55,17 +55,25 @@ def command(rng: random.Random, target: Path, folder: Path, what: str, which: st
     def judge(outcome) -> str | None:
         if outcome.exit_code != 0:
             return f"exit {outcome.exit_code}: {outcome.stderr[-300:]!r}"
-        return output_problem(out) if which.startswith("convert") else None
+        return output_problem(out, target) if which.startswith("convert") else None
 
     return Run(f"{what}; {which}", argv, [target], [out], judge, seconds=60.0, must_succeed=must_succeed)
 
 
-def output_problem(out: Path) -> str | None:
-    """Every copied tensor equal, bit for bit, to its source as safetensors reads it."""
+def output_problem(out: Path, target: Path) -> str | None:
+    """Every copied tensor equal, bit for bit, to its source as safetensors reads it; every tensor of the MTP shard
+    written or named as dropped (nothing left out in silence); every FP8 weight with a float32 block scale of its
+    shape (an engine reads the weight through it)."""
     provenance = json.loads((out / "eagle_convert.json").read_text())
     written = {}
     for f in sorted(out.glob("*.safetensors")):
         written.update(load_file(f))
+    sources = {s["name"] for record in provenance["tensors"].values() for s in record["sources"]}
+    left_out = set(load_file(mtp_shard(target))) - sources - set(provenance.get("dropped", []))
+    if left_out:
+        return f"MTP tensors neither written nor named as dropped: {sorted(left_out)[:3]}"
+    if problem := fp8_problem(written):
+        return problem
     for name, record in provenance["tensors"].items():
         if record["how"] != "copy":
             continue
@@ -74,6 +82,17 @@ def output_problem(out: Path) -> str | None:
         if name not in written or expected.dtype != written[name].dtype or not torch.equal(
                 expected.view(-1).view(torch.uint8), written[name].contiguous().view(-1).view(torch.uint8)):
             return f"{name} differs from {src['name']} as safetensors reads it"
+    return None
+
+
+def fp8_problem(written: dict[str, torch.Tensor]) -> str | None:
+    for name, t in written.items():
+        if t.dtype not in (torch.float8_e4m3fn, torch.float8_e5m2) or t.dim() != 2:
+            continue
+        scale = written.get(name + "_scale_inv")
+        want = [-(-d // 128) for d in t.shape]
+        if scale is None or scale.dtype != torch.float32 or list(scale.shape) != want:
+            return f"FP8 {name} written with scale {None if scale is None else (scale.dtype, list(scale.shape))}"
     return None
 
 
@@ -112,12 +131,13 @@ def config_key(rng, targets, folder: Path) -> Run:
     return command(rng, target, folder, f"{family} config {key} = {'deleted' if value is KeyError else value!r:.40}")
 
 
-def shard_tensors(rng, targets, folder: Path) -> Run:
-    family, target = copy_target(rng, targets, folder)
+def shard_tensors(rng, targets, folder: Path, how: str | None = None, family: str | None = None,
+                  which: str | None = None) -> Run:
+    family, target = copy_target(rng, {family: targets[family]} if family else targets, folder)
     shard = mtp_shard(target)
     tensors = load_file(shard)
     name = rng.choice(sorted(tensors))
-    how = rng.choice(["drop", "extra", "shape", "dtype", "scale-shape", "scale-dtype", "empty"])
+    how = how or rng.choice(["drop", "extra", "shape", "dtype", "scale-shape", "scale-dtype", "empty"])
     scales = sorted(n for n in tensors if n.endswith("_scale_inv"))
     if how.startswith("scale") and scales:
         name = rng.choice(scales)
@@ -138,7 +158,7 @@ def shard_tensors(rng, targets, folder: Path) -> Run:
         save_file({k: t.contiguous() for k, t in tensors.items()}, str(shard), metadata={"format": "pt"})
     else:
         shard.write_bytes(b"")
-    return command(rng, target, folder, f"{family} MTP shard: {how} {name}")
+    return command(rng, target, folder, f"{family} MTP shard: {how} {name}", which)
 
 
 MUTATIONS = {"undamaged": undamaged, "config-count": config_count, "config-key": config_key,

@@ -9,7 +9,6 @@ infinity anywhere, τ within [1, k+1]: support/fuzz_pair.plausible_bench); the u
 from __future__ import annotations
 
 import json
-import random
 from dataclasses import dataclass
 from pathlib import Path
 
