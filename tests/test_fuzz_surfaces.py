@@ -1,7 +1,8 @@
 """The input fuzzer on every surface a user hands files to (issue 33; support/fuzz_family.py): vocab maps, texts
 (prompts, corpora, documents), MTP targets and stored reports. Per family: a short seeded run (every failure it finds
 must be one another helper of issue 29 owns: support/fuzz_known.py), a negative control (the check the family
-exercises disabled: the fuzzer reports failures), and the cases of issue 29 as explicit seeds. `make fuzz` runs the
+exercises disabled: the fuzzer reports failures), and the cases of issue 29 (and what the fuzzer found) as explicit
+seeds. `make fuzz` runs the
 long ones (marker `fuzz`: FUZZ_N per surface, FUZZ_SURFACE to pick some)."""
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from support.fuzz_known import KNOWN_SEEDS, by_owner, unowned
 
 FAMILIES = {"maps": fuzz_maps, "texts": fuzz_texts, "mtp": fuzz_mtp, "reports": fuzz_reports}
 SHORT = {"maps": 24, "texts": 14, "mtp": 6, "reports": 12}  # each short run < ~20 s on the 2-core machine
-SEEDS = [(name, module) for name, module in FAMILIES.items() for _ in [0] if hasattr(module, "SEEDS")]
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ def seed_cases():
 
 
 @pytest.mark.parametrize("name, seed", list(seed_cases()))
-def test_the_issue_29_cases_are_refused_cleanly(name, seed, fixtures, tmp_path):
+def test_the_seeded_cases_are_refused_cleanly(name, seed, fixtures, tmp_path):
     family = FAMILIES[name].FAMILY
     family = Family(family.name, family.build, FAMILIES[name].SEEDS)
     outcome, what, failure = run_named(family, seed, fixtures(name), tmp_path, seconds=60)

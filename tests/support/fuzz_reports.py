@@ -110,3 +110,16 @@ def nan_tau(rng, fx: ReportFixtures, folder: Path) -> Run:
 
 MUTATIONS = {"undamaged": undamaged, "value": value, "lengths": lengths, "document": document, "nan-tau": nan_tau}
 FAMILY = Family("reports", build, MUTATIONS, {"undamaged": 0.5, "value": 3, "nan-tau": 0.5})
+
+
+# ---- the seeds: what this family found (fixed here: benchmark/api.py reads a report with finite numbers only) -------
+def seed_nan(rng, fx: ReportFixtures, folder: Path) -> Run:
+    text = json.dumps(fx.report).replace('"mean_acceptance_length": 3.0', '"mean_acceptance_length": NaN')
+    return command(fx, write(folder, text), "stored τ NaN (the gate passed: every comparison with NaN is false)")
+
+
+def seed_nested(rng, fx: ReportFixtures, folder: Path) -> Run:
+    return command(fx, write(folder, '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"), "nested 100000 deep")
+
+
+SEEDS = {"stored report with a NaN τ": seed_nan, "stored report nested 100000 deep": seed_nested}
