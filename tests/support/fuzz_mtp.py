@@ -44,6 +44,15 @@ def mtp_shard(target: Path) -> Path:
     return sorted(target.glob("model-*.safetensors"))[-1]  # the MTP layer is alone in the last shard
 
 
+def relist(target: Path, shard: Path, names: set[str]) -> None:
+    """The index's weight map for `shard` made to name exactly `names`."""
+    index_path = target / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    weight_map = {n: f for n, f in index["weight_map"].items() if f != shard.name}
+    index["weight_map"] = weight_map | {n: shard.name for n in sorted(names)}
+    index_path.write_text(json.dumps(index))
+
+
 def command(rng: random.Random, target: Path, folder: Path, what: str, which: str | None = None,
             must_succeed: bool = False) -> Run:
     which = which or rng.choice(["convert", "convert-sglang", "inspect", "inspect-json"])
@@ -156,6 +165,7 @@ def shard_tensors(rng, targets, folder: Path, how: str | None = None, family: st
         tensors = {}
     if tensors:
         save_file({k: t.contiguous() for k, t in tensors.items()}, str(shard), metadata={"format": "pt"})
+        relist(target, shard, set(tensors))  # the index lists what the shard holds: the damage is to the layer
     else:
         shard.write_bytes(b"")
     return command(rng, target, folder, f"{family} MTP shard: {how} {name}", which)
