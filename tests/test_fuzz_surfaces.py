@@ -49,7 +49,7 @@ def lenient_prompt(item, number):
     return Prompt(str(number), ("t5 t6",))
 
 
-def unchecked_scales(refs, block, names):
+def unchecked_scales(refs, block, names, *whose):  # (main's signature has grown a `whose` argument)
     """locate._check_scales without its checks: each FP8 weight -> its scale, whatever the scale's shape or dtype."""
     return {n: n + "_scale_inv" for n, ref in refs.items() if ref.dtype == torch.float8_e4m3fn and
             n + "_scale_inv" in names}
