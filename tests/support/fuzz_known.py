@@ -22,6 +22,8 @@ KNOWN: list[tuple[str, str, str]] = [
     # point 2: texts that are not UTF-8 -> a UnicodeDecodeError traceback; the one reader (t29-text) also owns rows
     # nested past Python's recursion limit (json's RecursionError) and the {"conversations": 5} message (point 7)
     ("t29-text", "texts", r"UnicodeDecodeError|RecursionError|does not say what is wrong"),
+    # not in issue 29's list, same reader: {"turns": "t5"} read as the turns "t" and "5" (fixed on main by t29-text)
+    ("t29-text", "texts", r"turns holds a str"),
     # point 3: one long corpus line holds memory (and time) without bound while it is encoded
     ("t29-bounded", "texts", r"tokens.*(hung|memory)"),
     # point 4: a config count of 10**30 drives a loop (a hang) or an allocation (MemoryError) in convert --mtp / inspect

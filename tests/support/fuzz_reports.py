@@ -122,4 +122,20 @@ def seed_nested(rng, fx: ReportFixtures, folder: Path) -> Run:
     return command(fx, write(folder, '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"), "nested 100000 deep")
 
 
-SEEDS = {"stored report with a NaN τ": seed_nan, "stored report nested 100000 deep": seed_nested}
+def seed_edit(where: str, value):
+    """One field of the stored report replaced (`where`: the path of keys and indexes to it)."""
+    def run(rng, fx: ReportFixtures, folder: Path) -> Run:
+        report = json.loads(json.dumps(fx.report))
+        *parents, last = where
+        container = report
+        for key in parents:
+            container = container[key]
+        container[last] = value
+        return command(fx, write(folder, json.dumps(report)), f"{where} = {value!r} (once a traceback)")
+    return run
+
+
+SEEDS = {"stored report with a NaN τ": seed_nan, "stored report nested 100000 deep": seed_nested,
+         "stored report without overall τ": seed_edit(("overall", "acceptance"), {}),
+         "stored report with a category {}": seed_edit(("prompts", 0, "category"), {}),
+         "stored report with a prompt None": seed_edit(("prompts", 1), None)}
