@@ -105,13 +105,16 @@ stress-convert: $(BIN)/eagle-convert
 stress-suite: $(BIN)/eagle-convert
 	bash scripts/stress/stress_suite.sh $(or $(SUITE_N),10)
 
-# The input fuzzer (slow; not in CI, which runs a short seeded one in tests/test_fuzz.py): FUZZ_N damaged inputs
-# (headers, data, NaN/Inf, pickles, JSON, files), each refused cleanly or converted faithfully (tests/support/fuzz.py).
-# FUZZ_ONLY=N replays run N of FUZZ_SEED.
+# The input fuzzer (slow; not in CI, which runs short seeded ones in tests/test_fuzz.py and test_fuzz_surfaces.py):
+# FUZZ_N damaged inputs per surface, each refused cleanly or read faithfully, every run forked and bounded in time and
+# memory (tests/support/fuzz_bounded.py). Surfaces: convert (headers, data, NaN/Inf, pickles, JSON, files: fuzz.py),
+# maps, texts, mtp, reports (fuzz_maps.py, fuzz_texts.py, fuzz_mtp.py, fuzz_reports.py); FUZZ_SURFACE=maps,texts
+# picks some. FUZZ_ONLY=N replays run N of FUZZ_SEED (with one FUZZ_SURFACE).
 FUZZ_N ?= 1000
 FUZZ_SEED ?= 0
 fuzz: $(BIN)/eagle-convert
-	FUZZ_N=$(FUZZ_N) FUZZ_SEED=$(FUZZ_SEED) FUZZ_ONLY=$(FUZZ_ONLY) $(BIN)/python -m pytest -q -s -m fuzz -p no:cacheprovider tests/test_fuzz.py
+	FUZZ_N=$(FUZZ_N) FUZZ_SEED=$(FUZZ_SEED) FUZZ_ONLY=$(FUZZ_ONLY) FUZZ_SURFACE=$(FUZZ_SURFACE) $(BIN)/python -m pytest \
+		-q -s -m fuzz -p no:cacheprovider tests/test_fuzz.py tests/test_fuzz_surfaces.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) build *.egg-info src/*.egg-info
