@@ -31,6 +31,12 @@ def test_every_counter_is_read():
     assert c.acc_rate_per_pos == (0.75, 0.583, 0.417)
 
 
+def test_a_run_with_nothing_accepted_has_no_rates():
+    log = LOG.replace("#acc tokens =    21, #mean acc len = 2.75, #acc rate/pos = (0.750, 0.583, 0.417)",
+                      "#acc tokens =     0, #mean acc len = 1.00, #acc rate/pos = ()")
+    assert parse_counters(log).acc_rate_per_pos == () and parse_counters(log).acc_tokens == 0
+
+
 @pytest.mark.parametrize("cut", ["n_accept", "statistics"])
 def test_a_log_cut_before_the_counters_is_refused(cut):
     with pytest.raises(ValueError, match=cut):

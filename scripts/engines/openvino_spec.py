@@ -54,8 +54,11 @@ def decode(pipe: genai.LLMPipeline, prompts: list[list[int]], cfg: genai.Generat
         run = {"tokens": [int(t) for t in result.tokens[0]]}
         if counters:
             metrics = result.extended_perf_metrics
-            run["accepted"] = int(metrics.get_num_accepted_tokens())
-            run["generated"] = int(metrics.get_num_generated_tokens())
+            # GenAI's own counts (SDPerModelsPerfMetrics): draft tokens proposed, accepted, rejected
+            run |= {"draft_tokens": int(metrics.get_num_draft_tokens()),
+                    "accepted": int(metrics.get_num_accepted_tokens()),
+                    "rejected": int(metrics.get_num_rejected_tokens()),
+                    "generated": int(metrics.get_num_generated_tokens())}
         runs.append(run)
     return runs
 

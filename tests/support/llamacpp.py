@@ -54,7 +54,7 @@ def parse_counters(log: str) -> SpecCounters:
     *numbers, rest = stats[-1]
     accept_calls, gen_drafts, acc_drafts, gen_tokens, acc_tokens = map(int, numbers)
     rates = _RATES.search(rest)  # printed only after a verification round
-    per_pos = tuple(float(r) for r in rates.group(1).split(",")) if rates else ()
+    per_pos = tuple(float(r) for r in rates.group(1).split(",") if r.strip()) if rates else ()  # "()": none accepted
     return SpecCounters(**totals, accept_calls=accept_calls, gen_drafts=gen_drafts, acc_drafts=acc_drafts,
                         gen_tokens=gen_tokens, acc_tokens=acc_tokens, acc_rate_per_pos=per_pos)
 
