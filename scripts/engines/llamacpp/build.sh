@@ -8,7 +8,8 @@
 #             in venv/: targets go to GGUF with llama.cpp's own code)
 #     venv/   the converter's Python: torch (CPU), transformers, sentencepiece and the tree's own gguf-py (PyPI's
 #             gguf 0.19.0 lacks the EAGLE-3 constants)
-# Only a new machine pays for the build (~3 min quiet, ~20 min on a loaded 2-core machine). Usage: build.sh [--print-env]
+# Only a new machine pays for the build (562 s measured at load 3-7 on the 2-core machine, plus ~1 min for the
+# converter's environment). Usage: build.sh [--print-env]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 PYTHON="${PYTHON:-python3}"
