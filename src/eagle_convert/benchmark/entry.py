@@ -259,10 +259,21 @@ def why_not_exact(head, reference, target) -> str | None:
 
 
 def _read_report(path: str | Path) -> dict:
-    try:
-        return json.loads(read_text(path))
+    try:  # NaN / Infinity would make every τ comparison false, so a damaged reference would pass its gate
+        return json.loads(read_text(path), parse_constant=_not_a_number, parse_float=_finite_float)
     except TextEncodingError:
         raise
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: JSON nested past Python's limit
         raise IncomparableReportError(f"Cannot read the stored report {path}: {error}.",
                                       "Pass a report written by `eagle-convert bench --json` (or --report).") from error
+
+
+def _not_a_number(word: str) -> float:
+    raise ValueError(f"it holds {word}, which no bench report writes")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"it holds {text}, a number past float range")
+    return value

@@ -200,6 +200,9 @@ def check_settings(schema_version: int, settings: dict, stored: dict, path: str)
 def check_comparable(current: dict, stored: dict, path: str) -> None:
     """Refuse a stored report made with other settings or prompts: its τ would not mean the same thing."""
     check_settings(current["schema_version"], current["settings"], stored, path)
+    if wrong := _stored_fields_problem(stored):
+        raise IncomparableReportError(f"The stored report {path} is damaged: {wrong}.",
+                                      "Pass a report written by `eagle-convert bench --json` (or --report), unedited.")
     differ = []
     if [p["id"] for p in current["prompts"]] != [p.get("id") for p in stored.get("prompts", [])]:
         differ.append("the prompts (ids differ)")
@@ -212,6 +215,34 @@ def check_comparable(current: dict, stored: dict, path: str) -> None:
         raise IncomparableReportError(
             f"The stored report {path} was made with other prompts: {'; '.join(differ)}.",
             "Compare like with like: re-run bench with the stored report's prompts, or store a new reference report.")
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _stored_fields_problem(stored: dict) -> str | None:
+    """What the τ comparison reads from a stored report, missing or of another type (found by the fuzzer: each was a
+    KeyError / TypeError traceback), or None."""
+    acceptance = stored.get("overall", {}).get("acceptance") if isinstance(stored.get("overall"), dict) else None
+    if not isinstance(acceptance, dict) or "mean_acceptance_length" not in acceptance:
+        return "overall.acceptance.mean_acceptance_length is missing"
+    if acceptance["mean_acceptance_length"] is not None and not _is_number(acceptance["mean_acceptance_length"]):
+        return "overall.acceptance.mean_acceptance_length is not a number"
+    prompts = stored.get("prompts", [])
+    if not isinstance(prompts, list) or not all(isinstance(p, dict) for p in prompts):
+        return "prompts is not a list of objects"
+    for i, p in enumerate(prompts):
+        if not isinstance(p.get("prompt_ids_sha256") or [], list):
+            return f"prompts[{i}].prompt_ids_sha256 is not a list"
+        if p.get("category") is None:
+            continue
+        histogram = p.get("acceptance", {}).get("histogram") if isinstance(p.get("acceptance"), dict) else None
+        if not isinstance(p["category"], str):
+            return f"prompts[{i}].category is not a string"
+        if not isinstance(histogram, list) or not all(isinstance(n, int) and n >= 0 for n in histogram):
+            return f"prompts[{i}].acceptance.histogram is not a list of counts"
+    return None
 
 
 def reference_report(current: dict, stored: dict, path: str, max_tau_drop: float) -> GateResult:
