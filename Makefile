@@ -115,14 +115,14 @@ real-demo: $(BIN)/eagle-convert
 
 # The real pair in real vLLM (slow: 6-18 min on the shared 2-core machine; not in CI): the real target, the trained EAGLE-3 head of real-demo (or,
 # when there is none, a short one trained in a few minutes into $(REAL_DIR)/eagle3-smollm2-short), converted to vllm and
-# speculators; vLLM's counters and tokens must equal bench's, prompt by prompt (tests/test_vllm_real.py).
+# speculators; vLLM's counters and tokens must equal bench's, prompt by prompt (tests/engines/test_vllm_real.py).
 test-vllm-real: $(BIN)/eagle-convert $(VLLM_VENV)/bin/vllm
 	PYTHON=$(PYTHON) bash scripts/real/make_real_target.sh $(REAL_DIR)/smollm2
 	head=$(REAL_DIR)/eagle3-smollm2; if [ ! -f $$head/pytorch_model.bin ]; then head=$(REAL_DIR)/eagle3-smollm2-short; \
 		test -f $$head/pytorch_model.bin || $(BIN)/python scripts/train/train_eagle3_head.py --target $(REAL_DIR)/smollm2 \
 		--out $$head --work $(REAL_DIR)/train --gen-minutes 4 --train-minutes 4 --threads $(REAL_THREADS) || exit 1; fi; \
 	EAGLE_REAL_TARGET=$(abspath $(REAL_DIR))/smollm2 EAGLE3_REAL_HEAD=$$(cd $$head && pwd) \
-	VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -m vllm tests/test_vllm_real.py -p no:cacheprovider
+	VLLM_PYTHON=$(abspath $(VLLM_VENV))/bin/python $(BIN)/python -m pytest -q -m vllm tests/engines/test_vllm_real.py -p no:cacheprovider
 
 # The race hunts of the CI-trust work (slow; not in CI): N CLI conversions, then the suite N times, each while two busy
 # processes keep both cores loaded. Every exit status must be 0.
@@ -132,7 +132,7 @@ stress-convert: $(BIN)/eagle-convert
 stress-suite: $(BIN)/eagle-convert
 	bash scripts/stress/stress_suite.sh $(or $(SUITE_N),10)
 
-# The input fuzzer (slow; not in CI, which runs short seeded ones in tests/test_fuzz.py and test_fuzz_surfaces.py):
+# The input fuzzer (slow; not in CI, which runs short seeded ones in tests/conversion/test_fuzz*.py):
 # FUZZ_N damaged inputs per surface, each refused cleanly or read faithfully, every run forked and bounded in time and
 # memory (tests/support/fuzz_bounded.py). Surfaces: convert (headers, data, NaN/Inf, pickles, JSON, files: fuzz.py),
 # maps, texts, mtp, reports (fuzz_maps.py, fuzz_texts.py, fuzz_mtp.py, fuzz_reports.py); FUZZ_SURFACE=maps,texts
@@ -141,7 +141,7 @@ FUZZ_N ?= 1000
 FUZZ_SEED ?= 0
 fuzz: $(BIN)/eagle-convert
 	FUZZ_N=$(FUZZ_N) FUZZ_SEED=$(FUZZ_SEED) FUZZ_ONLY=$(FUZZ_ONLY) FUZZ_SURFACE=$(FUZZ_SURFACE) $(BIN)/python -m pytest \
-		-q -s -m fuzz -p no:cacheprovider tests/test_fuzz.py tests/test_fuzz_surfaces.py
+		-q -s -m fuzz -p no:cacheprovider tests/conversion/test_fuzz.py tests/conversion/test_fuzz_surfaces.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(SGLANG_VENV) $(OPENVINO_VENV) build *.egg-info src/*.egg-info

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The bench runner's device check, prepared to run in one go whenever a GPU is lent (issue 24, item 4):
 #   1. the environment: GPU, torch / CUDA / cuDNN versions, TF32 switches, SDPA backends (runner/precision.py);
-#   2. tests/test_runner_device.py on the device in fp32 (TF32 pinned off: golden logits, lossless chain and trees,
+#   2. tests/runner/test_runner_device.py on the device in fp32 (TF32 pinned off: golden logits, lossless chain and trees,
 #      a long YaRN prompt in prefill chunks against the CPU) and in bf16; then the CPU reference files (golden,
 #      lossless, trees, RoPE, prefill, sliding windows) as they stand;
 #   3. long plain prompts through `eagle-convert bench` on a tiny EAGLE-3 pair built here, in fp32 (the lossless
@@ -27,11 +27,11 @@ $PY -c "import json, sys; from eagle_convert.runner.precision import runtime_env
 echo "== 2. runner tests on $device"
 for dtype in $dtypes; do
   EAGLE_CONVERT_TEST_DEVICE=$device EAGLE_CONVERT_TEST_DTYPE=$dtype $PY -m pytest -q -s -p no:cacheprovider \
-    tests/test_runner_device.py
+    tests/runner/test_runner_device.py
 done
 if [[ $dry == 0 ]]; then
-  $PY -m pytest -q -p no:cacheprovider tests/test_runner_golden.py tests/test_tree_golden.py tests/test_speculate.py \
-    tests/test_tree_speculate.py tests/test_runner_rope.py tests/test_runner_prefill.py tests/test_runner_sliding.py
+  $PY -m pytest -q -p no:cacheprovider tests/runner/test_runner_golden.py tests/runner/test_tree_golden.py tests/runner/test_speculate.py \
+    tests/runner/test_tree_speculate.py tests/runner/test_runner_rope.py tests/runner/test_runner_prefill.py tests/runner/test_runner_sliding.py
 fi
 
 echo "== 3. long prompts through bench on $device"

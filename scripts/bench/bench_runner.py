@@ -30,7 +30,7 @@ from eagle_convert.benchmark.session import load_target
 from eagle_convert.checkpoint.index import Checkpoint
 from eagle_convert.draft.load import load_draft, tensor_reader
 from eagle_convert.io.source import LocalSource
-from eagle_convert.runner.heads import DraftHead, build_draft_head
+from eagle_convert.runner.heads import HeadModule, build_draft_head
 from eagle_convert.runner.model import TargetModel
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
@@ -62,11 +62,11 @@ def load_pair(folder: Path, cfg: TinyConfig, *, agree: bool, dtype, device):
 
 
 class ForwardClock:
-    """Wraps TargetModel.__call__ and DraftHead.__call__ to record (who, rows, seconds) for every call."""
+    """Wraps TargetModel.__call__ and HeadModule.__call__ to record (who, rows, seconds) for every call."""
 
     def __init__(self, device):
         self.device, self.calls = device, []
-        self.saved = (TargetModel.__call__, DraftHead.__call__)
+        self.saved = (TargetModel.__call__, HeadModule.__call__)
 
     @property
     def seconds(self) -> float:
@@ -89,11 +89,11 @@ class ForwardClock:
             return wrapper
 
         TargetModel.__call__ = timed(self.saved[0], "target")
-        DraftHead.__call__ = timed(self.saved[1], "head")
+        HeadModule.__call__ = timed(self.saved[1], "head")
         return self
 
     def __exit__(self, *exc):
-        TargetModel.__call__, DraftHead.__call__ = self.saved
+        TargetModel.__call__, HeadModule.__call__ = self.saved
 
 
 def timed(fn, device, repeat=5):

@@ -32,7 +32,7 @@ from eagle_convert.runner.heads import build_draft_head
 from eagle_convert.runner.model import TargetModel
 from eagle_convert.runner.speculate import plain_generate, speculative_generate
 from eagle_convert.runner.trees.shapes import MC_SIM_7B_63, dynamic_tree, static_tree
-from eagle_convert.runner.trees.speculate import tree_generate
+from eagle_convert.runner.trees.tree_speculate import tree_generate
 
 REAL = Path("/work/main/.real")
 PROMPTS = Path(__file__).resolve().parents[1] / "real" / "data" / "real_eval_prompts.jsonl"

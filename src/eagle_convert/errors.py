@@ -4,7 +4,7 @@ paragraph and exits 1; nothing else in the library prints.
 An option a text names is written `option("force")`, not "--force": the same advice reaches a CLI user, who needs
 `--force`, and a Python caller, who needs `force=True`. The text keeps a marker holding both spellings and is spelled
 when read (`message`, `hint`, `str()`), for whoever reads it: Python's spelling unless the CLI said otherwise
-(`options_spelled_for_cli`, set around every command by cli/errors.py)."""
+(`options_spelled_for_cli`, set around every command by cli/exit_codes.py)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,19 @@
 """The head kinds, one row each: what a kind is (its canonical tensors, what it takes from the target, its fc-bias
-rule, which engine name it has) and which modules build it (the spec builder in draft/, the runner head class).
+rule, which engine name it has) and the parts that read, build and run it.
 
 Code asks the kind (`spec.head_kind`) instead of comparing kind names; a layout says which kinds it holds
-(`Layout.kinds`). A new kind is a new row here plus its own builder and runner head."""
+(`Layout.kinds`). This is the ground floor: the parts that live above it (a kind's recogniser, checkpoint reader and
+spec builder in draft/ or mtp/, its head module in runner/) are registered into the row by their own modules when
+imported (`register`), so nothing here names a module above it. A new kind is a new row here plus its own modules,
+each registering its part."""
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable, Container
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .errors import UnsupportedConversionError
 
 EAGLE1 = "eagle1"
 EAGLE3 = "eagle3"
@@ -72,18 +76,52 @@ class HeadKind:
     fc_bias_foldable: bool  # fc over [embedding ; feature]: a bias a layout cannot hold folds into the embedding
     aux_states: bool  # fed target aux hidden states (EAGLE-3): variant flags, read by draft/variants.py
     required_tensors: tuple[str, ...]  # a head without one of them is not a head of this kind
-    spec_builder: str  # "module:function" (cfg, tensors, common, target_config, notes, label, nested_aux_offset)
-    runner_head: str  # "module:class", the bench runner's head for this kind
-    # (config, tensor names) -> whether a draft is of this kind; None: the kind of a draft no other kind claims
+    # `bench --tree dynamic`'s (depth, top_k, tokens) when left out: EAGLE's own defaults (eval scripts; EAGLE-3
+    # main); MTP has none of its own and takes EAGLE-1's
+    tree_defaults: tuple[int, int, int]
+    sglang_algorithm: str  # SGLang's --speculative-algorithm (MTP runs as EAGLE over a NextN model)
+    sglang_architecture: str | None  # the SGLang draft class the sglang layout names; None: no draft layout holds it
+    # (config, tensor names) -> whether a draft is of this kind; None with `fallback`: the kind no other kind claims;
+    # None otherwise: registered from above (`register(kind, recognise=...)`)
     recognise: Callable[[dict, frozenset[str]], bool] | None = None
-    # Written by a draft layout (layouts/); False: by `convert --mtp` (mtp/), which keeps the target's own names
-    in_layouts: bool = True
+    fallback: bool = False
+    # Converted from a draft checkpoint by a draft layout; False: extracted from its target (`convert --mtp`) by the
+    # layouts marked `from_target`, which keep the target's own names
+    from_draft_checkpoint: bool = True
+    # Registered from above (PARTS): reader (checkpoint, target config, label, drop) -> head; spec_builder (cfg,
+    # tensors, common, target_config, notes, label, nested_aux_offset) -> DraftSpec; runner_head: the bench runner's
+    # head module class
+    parts: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def part(self, name: str):
+        if name == "recognise" and self.recognise is not None:
+            return self.recognise
+        if name not in self.parts:  # a programming error, never the user's: say which module should have registered
+            raise RuntimeError(f"The {self.title} head kind has no {name} registered: import the module that "
+                               f"registers it ({_REGISTERED_BY[name]}) before reading {self.title} heads.")
+        return self.parts[name]
 
     def build_spec(self, *args):
-        return _resolve(self.spec_builder)(*args)
+        return self.part("spec_builder")(*args)
+
+    def read(self, checkpoint, target_config, *, label: str | None = None, drop: tuple[str, ...] = ()):
+        return self.part("reader")(checkpoint, target_config, label=label, drop=drop)
 
     def head_class(self):
-        return _resolve(self.runner_head)
+        return self.part("runner_head")
+
+
+PARTS = ("recognise", "reader", "spec_builder", "runner_head")
+_REGISTERED_BY = {"recognise": "mtp/draft.py for MTP", "reader": "draft/load.py, mtp/draft.py",
+                  "spec_builder": "draft/load.py, mtp/draft.py", "runner_head": "runner/heads.py, runner/mtp_head.py"}
+
+
+def register(kind: str, **parts) -> None:
+    """A module above this one fills its part of `kind`'s row (PARTS), once, when it is imported."""
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"not parts of a head kind: {sorted(unknown)}")
+    KINDS[kind].parts.update(parts)
 
 
 def _looks_eagle3(config: dict, names: frozenset[str]) -> bool:
@@ -93,35 +131,37 @@ def _looks_eagle3(config: dict, names: frozenset[str]) -> bool:
             or config.get("speculators_model_type") == "eagle3")
 
 
-def _not_a_layout(config: dict, names: frozenset[str]) -> bool:
-    """MTP heads are told apart before any draft layout is tried (mtp/draft.py `looks_mtp`, from the MTP families
-    table), so no layout's checkpoint is ever of this kind."""
-    return False
+def kind_of(config: dict, names: frozenset[str], *, from_draft_checkpoint: bool = False) -> str:
+    """The kind a draft checkpoint holds, from its config and tensor names: the first row that claims it (MTP first:
+    its layers are told apart by where their tensors sit, which a draft layout's never do), else the fallback kind.
+    `from_draft_checkpoint`: among the kinds a draft layout holds only (a checkpoint a layout was already found for)."""
+    rows = [kind for kind in KINDS.values() if kind.from_draft_checkpoint or not from_draft_checkpoint]
+    claimed = [kind.name for kind in rows if not kind.fallback and kind.part("recognise")(config, names)]
+    return claimed[0] if claimed else next(kind.name for kind in rows if kind.fallback)
 
 
-def kind_of(config: dict, names: frozenset[str]) -> str:
-    """The kind a draft checkpoint holds, from its config and tensor names."""
-    claimed = [kind.name for kind in KINDS.values() if kind.recognise and kind.recognise(config, names)]
-    return claimed[0] if claimed else next(kind.name for kind in KINDS.values() if kind.recognise is None)
-
-
-def _resolve(path: str):
-    """A builder or class named "module:attribute", imported when first used (runner heads need torch)."""
-    module, attribute = path.split(":")
-    return getattr(importlib.import_module(module), attribute)
+def check_takes_token_map(kind: HeadKind) -> None:
+    """A hot-token map restricts the target's LM head; a head with a vocabulary of its own (EAGLE-3: d2t) has none to
+    restrict, and SGLang ignores --speculative-token-map for EAGLE3 with a warning (eagle_worker.py)."""
+    if not kind.target_lm_head:
+        raise UnsupportedConversionError(
+            f"A hot-token map restricts the target's LM head, which an {kind.title} head does not draft "
+            "with: its draft vocabulary is its own, fixed by training (d2t), and SGLang ignores "
+            "--speculative-token-map for EAGLE3 heads (eagle_worker.py: 'EAGLE3 models already have this').",
+            "Bench the head without --token-map; `eagle-convert vocab-map check HEAD` shows its own map.")
 
 
 KINDS = {kind.name: kind for kind in (
-    HeadKind(EAGLE1, "EAGLE-1", EAGLE1_NAMES, vllm_method="eagle", target_lm_head=True, vocab_map=False,
-             fc_bias_foldable=True, aux_states=False, required_tensors=("fc.weight",),
-             spec_builder="eagle_convert.draft.load:eagle1_spec", runner_head="eagle_convert.runner.heads:Eagle1Head"),
-    HeadKind(EAGLE3, "EAGLE-3", EAGLE3_NAMES, vllm_method="eagle3", target_lm_head=False, vocab_map=True,
-             fc_bias_foldable=False, aux_states=True, required_tensors=(),
-             spec_builder="eagle_convert.draft.load:eagle3_spec", runner_head="eagle_convert.runner.heads:Eagle3Head",
-             recognise=_looks_eagle3),
     # The MTP layer a target ships (DeepSeek, GLM, Qwen3-Next, MiMo, ...): engines build it from the target's config
-    # and share the target's embedding and LM head; read by mtp/draft.py, never by a draft layout.
+    # and share the target's embedding and LM head; read by mtp/draft.py (which registers its recogniser, reader and
+    # builder), never by a draft layout. First: kind_of asks it first.
     HeadKind(MTP, "MTP", MTP_NAMES, vllm_method="mtp", target_lm_head=True, vocab_map=False, fc_bias_foldable=False,
-             aux_states=False, required_tensors=(), spec_builder="eagle_convert.mtp.draft:mtp_spec",
-             runner_head="eagle_convert.runner.mtp:MtpHead", recognise=_not_a_layout, in_layouts=False),
+             aux_states=False, required_tensors=(), tree_defaults=(5, 10, 60), sglang_algorithm="EAGLE",
+             sglang_architecture=None, from_draft_checkpoint=False),
+    HeadKind(EAGLE1, "EAGLE-1", EAGLE1_NAMES, vllm_method="eagle", target_lm_head=True, vocab_map=False,
+             fc_bias_foldable=True, aux_states=False, required_tensors=("fc.weight",), tree_defaults=(5, 10, 60),
+             sglang_algorithm="EAGLE", sglang_architecture="LlamaForCausalLMEagle", fallback=True),
+    HeadKind(EAGLE3, "EAGLE-3", EAGLE3_NAMES, vllm_method="eagle3", target_lm_head=False, vocab_map=True,
+             fc_bias_foldable=False, aux_states=True, required_tensors=(), tree_defaults=(7, 10, 60),
+             sglang_algorithm="EAGLE3", sglang_architecture="LlamaForCausalLMEagle3", recognise=_looks_eagle3),
 )}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .kinds import EAGLE1, EAGLE3, KINDS, HeadKind  # noqa: F401 (the kind names, re-exported for older imports)
+from .kinds import KINDS, HeadKind
 
 # The target tensors a head takes from its model (Hugging Face names): the LM head, and the input embedding, which is
 # also the LM head of a target with tied embeddings. Here, not in target.py, so that torch-free code can name them.
@@ -28,9 +28,6 @@ TARGET_EMBED = "model.embed_tokens.weight"
 # What convert may do with an EAGLE-1 fc bias a layout cannot express (`--fc-bias`): refuse, drop it, or fold it
 # exactly into a draft-specific embedding (conversion/plan.py).
 FC_BIAS_MODES = ("error", "drop", "fold")
-
-# The reference implementation and transformers' Llama both use this base when a config has no rope_theta.
-DEFAULT_ROPE_THETA = 10000.0
 
 
 @dataclass(frozen=True)
@@ -78,7 +75,7 @@ class DraftSpec:
 
     @property
     def is_eagle3(self) -> bool:
-        return self.kind == EAGLE3
+        return self.head_kind.aux_states  # EAGLE-3: the kind fed target aux states, with variant flags
 
     @property
     def use_aux_hidden_state(self) -> bool:

@@ -1,6 +1,6 @@
 """Fuzz `eagle-convert convert` with damaged inputs: every run must refuse cleanly or convert faithfully.
 
-    make fuzz [FUZZ_N=1000] [FUZZ_SEED=0] [FUZZ_ONLY=RUN]     (tests/test_fuzz.py, marker `fuzz`)
+    make fuzz [FUZZ_N=1000] [FUZZ_SEED=0] [FUZZ_ONLY=RUN]     (tests/conversion/test_fuzz.py, marker `fuzz`)
 
 Builds tiny checkpoints (src/eagle_convert/testing/tiny.py: a sharded safetensors target, an EAGLE-1 `.bin` head with
 an fc bias, an EAGLE-3 safetensors head) and three conversions of them (EAGLE-3 -> vllm, EAGLE-1 -> vllm-v0,

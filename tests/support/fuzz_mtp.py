@@ -1,5 +1,5 @@
-"""The MTP-target fuzz family (issue 33): tiny targets that carry MTP layers (src/eagle_convert/testing/mtp.py: MiMo,
-DeepSeek-V3 in block FP8, GLM-4.5), damaged in their config (every count and key: 10**30, 2**63, negatives, zero,
+"""The MTP-target fuzz family (issue 33): tiny targets that carry MTP layers (src/eagle_convert/testing/mtp_targets.py:
+MiMo, DeepSeek-V3 in block FP8, GLM-4.5), damaged in their config (every count and key: 10**30, 2**63, negatives, zero,
 wrong types, deleted) and in their MTP shard (tensors left out or added, shapes and dtypes changed, FP8 scales of
 other shapes or dtypes), read by `convert --mtp` (both layouts) and `inspect`.
 
@@ -28,7 +28,7 @@ COUNT_KEYS = ("num_nextn_predict_layers", "n_routed_experts", "num_hidden_layers
 
 
 def build(root: Path) -> dict[str, Path]:
-    from eagle_convert.testing.mtp import MtpFixture, build_mtp_target
+    from eagle_convert.testing.mtp_targets import MtpFixture, build_mtp_target
 
     return {family: build_mtp_target(root / family, MtpFixture(family, **options)).path
             for family, options in FIXTURES.items()}
@@ -78,7 +78,8 @@ def output_problem(out: Path, target: Path) -> str | None:
     for f in sorted(out.glob("*.safetensors")):
         written.update(load_file(f))
     sources = {s["name"] for record in provenance["tensors"].values() for s in record["sources"]}
-    left_out = set(load_file(mtp_shard(target))) - sources - set(provenance.get("dropped", []))
+    dropped = {d["name"] if isinstance(d, dict) else d for d in provenance.get("dropped", [])}  # {name, reason}
+    left_out = set(load_file(mtp_shard(target))) - sources - dropped
     if left_out:
         return f"MTP tensors neither written nor named as dropped: {sorted(left_out)[:3]}"
     if problem := fp8_problem(written):

@@ -13,7 +13,7 @@ from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_target
 CFG = TinyConfig(num_hidden_layers=1)
 VOCAB = CFG.vocab_size
 K, NEW_TOKENS = 2, 4
-# user turns: "t3 ... t5"; assistant turns: "t4 ... t5" (as tests/test_vocab_build.py's template)
+# user turns: "t3 ... t5"; assistant turns: "t4 ... t5" (as tests/vocab/test_vocab_build.py's template)
 TEMPLATE = ("{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}t3 {{ m['content'] }} t5 "
             "{% else %}t4 {{ m['content'] }} t5 {% endif %}{% endfor %}{% if add_generation_prompt %}t4 {% endif %}")
 

@@ -1,4 +1,4 @@
-"""A small GitHub-Actions runner for the composite Action (action.yml), as tests/test_ci_action.py runs it: every
+"""A small GitHub-Actions runner for the composite Action (action.yml), as tests/house/test_ci_action.py runs it: every
 `run:` step, with `${{ ... }}` expressions substituted, its `env:` set, GITHUB_ACTION_PATH / GITHUB_OUTPUT /
 GITHUB_ENV / GITHUB_STEP_SUMMARY provided, through `bash --noprofile --norc -eo pipefail FILE` in the workspace;
 `if:` conditions evaluated (an `if:` without a status function means `success() && ...`); `uses:` steps are not

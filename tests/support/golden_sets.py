@@ -14,7 +14,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 # The four reference sets, and the two whose targets were nudged to accept part of the draft tree.
 GOLDEN_SETS = ("eagle1-llama2", "eagle1-llama3", "eagle1-qwen2", "eagle3-llama31")
 ALL_GOLDEN_SETS = GOLDEN_SETS + ("eagle1-llama2-agree", "eagle3-llama31-agree")
-DFLASH_GOLDEN_SETS = ("dflash-qwen3",)  # another layout (no tree): tests/test_dflash_golden.py checks it
+DFLASH_GOLDEN_SETS = ("dflash-qwen3",)  # another layout (no tree): tests/runner/test_dflash_golden.py checks it
 SET_FILES = ("manifest.json", "inputs.safetensors", "expected.safetensors", "tree.safetensors", "draft/config.json")
 
 

@@ -1,4 +1,4 @@
-"""MTP targets for the bench tests, built on eagle_convert.testing.mtp: the MiMo target with weights that give
+"""MTP targets for the bench tests, built on eagle_convert.testing.mtp_targets: the MiMo target with weights that give
 *partial* acceptance (so counters compare something), extraction through the CLI, and a corrupted extraction."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from eagle_convert.testing.mtp import HIDDEN, MtpFixture, build_mtp_target
+from eagle_convert.testing.mtp_targets import HIDDEN, MtpFixture, build_mtp_target
 
 PROMPTS = [[5, 17, 33, 60, 61, 62], [100, 3, 200, 201], [9, 9, 9, 40, 80, 120, 121, 122, 7]]
 # Keys DeepSeek-V3's released config.json has and transformers' DeepseekV3Config does not write. Both engines read

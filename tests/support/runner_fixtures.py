@@ -10,10 +10,11 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
+from eagle_convert.kinds import EAGLE1, EAGLE3
+from eagle_convert.rope.types import DEFAULT_ROPE_THETA
 from eagle_convert.runner.heads import build_draft_head
 from eagle_convert.runner.model import TargetConfig, TargetModel
-from eagle_convert.spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec
-from support.golden_sets import GOLDEN, GOLDEN_SETS  # noqa: F401 (re-exported to the runner tests)
+from eagle_convert.spec import DraftSpec
 
 # Tiny models gain nothing from intra-op threads, and on a shared 2-core machine a busy neighbour makes every
 # parallel region wait: one thread keeps these tests fast and their run time stable.

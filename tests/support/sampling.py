@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from eagle_convert.spec import EAGLE1, EAGLE3
+from eagle_convert.kinds import EAGLE1, EAGLE3
 from support.runner_fixtures import (
     agreeing_eagle1_head,
     build_pair,

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import eagle_convert
-from eagle_convert.engines.base import add_counters, zero_counters
+from eagle_convert.engines.generation import add_counters, zero_counters
 from eagle_convert.engines.vllm_offline import VllmOffline, llm_args
 from support.release_pair import PROMPTS
 

@@ -5,8 +5,8 @@ sampling, the two legitimately drift apart after a near-tie or a draw; the table
 
 from __future__ import annotations
 
+from .bench_report import first_difference
 from .gates import GateResult
-from .report import first_difference
 
 
 def _counts(acceptance: dict) -> dict:

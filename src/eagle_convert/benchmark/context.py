@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..engines.base import add_counters, zero_counters
+from ..engines.generation import add_counters, zero_counters
 from ..errors import EagleConvertError
 from ..io.interrupts import immediate
 from ..runner.metrics import merge_stats
+from ..settings.bench import ContextSettings
+from .bench_report import BenchReport, PromptReport
 from .chat import ChatTokenizer
 from .documents import Document, DocumentsError, builtin_documents, load_documents
 from .prompts import Prompt
-from .report import BenchReport, PromptReport
-from .settings import ContextSettings
 from .token_head import encode_head
 from .unknown_tokens import warn_mostly_unknown
 

@@ -8,26 +8,27 @@ from dataclasses import replace
 
 import torch
 
-from ..checkpoint.open import open_input
-from ..draft.load import load_draft, tensor_reader
-from ..positions.checks import PositionOptions
-from ..runner.positions import draft_position_limit
+from ..draft.load import tensor_reader
+from ..runner.draft_gate import draft_position_limit
+from ..settings.bench import BenchSettings
+from ..settings.common import HubOptions
 from . import gates as gate_checks
-from .api import run
+from .bench_report import BenchReport
 from .context import bucket_prompts, check_buckets_fit, context_block, documents_for
+from .entry import run
+from .inputs import BenchInputs
 from .plot import check_plot_path, write_plot
-from .report import BenchReport
-from .settings import ContextSettings, DecodeSettings, EngineOptions, GateOptions, HubOptions
 
 
-def run_context(target: str, draft: str | None, decode: DecodeSettings, context: ContextSettings,
-                gates: GateOptions = GateOptions(), hub: HubOptions = HubOptions(), *,
-                engine: EngineOptions | None = None, compare: bool = False, device: str = "auto",
-                dtype: str = "auto", baseline: bool = True, progress: bool = False,
-                drop: tuple[str, ...] = (), positions: PositionOptions | None = None) -> BenchReport:
+def run_context(target: str, draft: str | None, settings: BenchSettings, hub: HubOptions = HubOptions()
+                ) -> BenchReport:
+    """bench --context-lengths (`settings.context`): the documents cut to each length, benched as one run (api.run),
+    then the report's `context` block per bucket."""
+    context, decode, gates, engine = settings.context, settings.decode, settings.gates, settings.engine
     if context.plot is not None:
         check_plot_path(context.plot)
-    target_config = open_input(target, role="target").checkpoint.config
+    inputs = BenchInputs(target, draft, hub)  # each checkpoint opened once: here, in the bench, for the context block
+    target_config = inputs.target.checkpoint.config
     target_limit = target_config.get("max_position_embeddings")
     check_buckets_fit(context.lengths, decode.max_new_tokens, target_limit)
     documents, provenance = documents_for(context)
@@ -36,12 +37,14 @@ def run_context(target: str, draft: str | None, decode: DecodeSettings, context:
     if engine is not None and engine.url is None and not own_length and target_limit:
         # vLLM's max_model_len as the target states it (bench's default caps it at 4096): the longest bucket fits
         engine = replace(engine, args=(*engine.args, f"max_model_len={target_limit}"))
-    report = run(target, draft, replace(decode, prompts=prompts), gates, hub, engine=engine, compare=compare,
-                 device=device, dtype=dtype, baseline=baseline, progress=progress, drop=drop, positions=positions)
-    head = _head(draft, target, hub, drop) if draft is not None else None  # a server's head: unknown here
+    report = run(target, draft, replace(settings, decode=replace(decode, prompts=prompts), engine=engine), hub,
+                 inputs=inputs)
+    drop = settings.drop
+    head = inputs.head(target_config, drop) if draft is not None else None  # a server's head: unknown here
     limits = {"draft": _limit(head, target_limit, served=report.engine) if head is not None else None}
     if gates.reference_draft is not None and report.reference is not None:
-        limits["reference"] = _limit(_head(gates.reference_draft, target, hub, drop), target_limit, served=None)
+        reference = inputs.with_draft(gates.reference_draft).head(target_config, drop)
+        limits["reference"] = _limit(reference, target_limit, served=None)
     if limits.get("reference") is not None and limits["reference"] != limits["draft"]:
         _gate_where_both_draft(report, gates.reference_draft, limits["reference"])
     report.context = context_block(report, context, documents, provenance, use_template=use_template,
@@ -51,14 +54,8 @@ def run_context(target: str, draft: str | None, decode: DecodeSettings, context:
     return report
 
 
-def _head(draft: str, target: str, hub: HubOptions, drop):
-    target_in = open_input(target, role="target")
-    source = open_input(draft, revision=hub.revision, token=hub.token, offline=hub.offline, role="draft")
-    return load_draft(source.checkpoint, target_in.checkpoint.config, drop=tuple(drop))
-
-
 def _limit(head, target_limit: int | None, *, served: dict | None) -> int | None:
-    """Where drafting stops (runner/positions.py). An engine served a converted copy when it could not load the
+    """Where drafting stops (runner/draft_gate.py). An engine served a converted copy when it could not load the
     layout (engine.draft.conversion): convert raises the limit to the target's, so that copy's limit is the rule's."""
     config = dict(head.spec.extra)
     if served is not None and (served.get("draft") or {}).get("conversion"):

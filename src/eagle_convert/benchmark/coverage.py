@@ -4,7 +4,8 @@ A head drafts only ids of its vocabulary (an EAGLE-3 head's d2t, an EAGLE-1 head
 position where the target's next token lies outside it the draft is rejected whatever the head learned: the share of
 the target's tokens inside the vocabulary is a hard ceiling on the share of positions a draft can match (and so on
 per-position acceptance, in expectation over positions). The stream measured is the target's own greedy output on
-the user's prompts, the tokens a verify checks drafts against. Pure counting: no model here (api.py runs the target)."""
+the user's prompts, the tokens a verify checks drafts against. Pure counting: no model here (entry.py runs the
+target)."""
 
 from __future__ import annotations
 

@@ -12,20 +12,21 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..checkpoint.index import Checkpoint
-from ..engines.prepare import prepare_draft
+from ..engines.prepare import prepare_opened
 from ..engines.vllm_needs import cpu_needs
 from ..engines.vllm_offline import VllmOffline, find_python, llm_args
 from ..engines.vllm_server import ServerEngine
 from ..errors import EngineError, LayoutError
 from ..io.progress import announce
-from ..io.source import LocalSource
 from ..runner.trees.shapes import TreeShape
+from ..settings.bench import DecodeSettings, EngineOptions
+from ..settings.common import HubOptions
 from ..targets import family_for
+from .bench_report import BenchReport
+from .inputs import BenchInputs
 from .loop import EngineRun, counters_block, run_baseline, run_conversations
-from .report import BenchReport
 from .session import Session, check_lossless, open_session
-from .settings import DecodeSettings, EngineOptions, HubOptions, report_settings
+from .settings import report_settings
 
 DEFAULT_MAX_MODEL_LEN = 4096  # capped by the target's max_position_embeddings; --engine-arg max_model_len=N
 
@@ -60,9 +61,12 @@ def _max_model_len(config: dict) -> int:
 
 def bench_engine(target: str, draft: str | None, decode: DecodeSettings, engine: EngineOptions,
                  hub: HubOptions = HubOptions(), *, dtype: str = "auto", baseline: bool = True, progress: bool = False,
-                 drop: tuple[str, ...] = (), before_run: Callable[[], None] = lambda: None) -> BenchReport:
-    """The engine's report, gates not applied (api.py applies them, as for ours). `before_run`: called once the
-    engine's own usual problems are ruled out, before any work (api.py: checks the stored report's settings)."""
+                 drop: tuple[str, ...] = (), before_run: Callable[[], None] = lambda: None,
+                 inputs: BenchInputs | None = None) -> BenchReport:
+    """The engine's report, gates not applied (entry.py applies them, as for ours). `before_run`: called once the
+    engine's own usual problems are ruled out, before any work (entry.py: checks the stored report's settings).
+    `inputs`: the run's checkpoints, when the caller opened them already (each is opened once per run)."""
+    inputs = inputs or BenchInputs(target, draft, hub)
     if not Path(target).is_dir():
         raise LayoutError(f"The bench target {target!r} is not a local folder.",
                           "bench encodes the prompts with the target's own tokenizer and chat template: download it "
@@ -72,9 +76,9 @@ def bench_engine(target: str, draft: str | None, decode: DecodeSettings, engine:
     before_run()
     session = open_session(target, decode.prompts, chat_template=decode.chat_template, ignore_eos=decode.ignore_eos)
     if engine.url is not None:
-        return bench_server(target, draft, session, decode, engine, dtype=dtype, progress=progress)
-    report = _bench_offline(target, draft, session, decode, python=python, tp=engine.tensor_parallel_size,
-                            extra=extra, dtype=dtype, baseline=baseline, progress=progress, drop=drop, hub=hub)
+        return bench_server(inputs, session, decode, engine, dtype=dtype, progress=progress)
+    report = _bench_offline(inputs, session, decode, python=python, tp=engine.tensor_parallel_size, extra=extra,
+                            dtype=dtype, baseline=baseline, progress=progress, drop=drop)
     check_lossless(report)
     return report
 
@@ -87,14 +91,15 @@ def _settings(target: str, session: Session, decode: DecodeSettings, info: dict,
                            aux_layer_ids=list(aux_layer_ids) if aux_layer_ids else None)
 
 
-def _bench_offline(target: str, draft: str, session: Session, decode: DecodeSettings, *, python: str, tp: int,
-                   extra: dict, dtype: str, baseline: bool, progress: bool, drop, hub: HubOptions) -> BenchReport:
+def _bench_offline(inputs: BenchInputs, session: Session, decode: DecodeSettings, *, python: str, tp: int,
+                   extra: dict, dtype: str, baseline: bool, progress: bool, drop) -> BenchReport:
     request = dict(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, seed=decode.seed)
     shape = TreeShape.chain(decode.k)
+    target, draft = inputs.target_name, inputs.draft_name
     with tempfile.TemporaryDirectory(prefix="eagle-convert-engine-draft-") as workdir:
-        prepared = prepare_draft(draft, target, Path(workdir), drop=tuple(drop), revision=hub.revision,
-                                 token=hub.token, offline=hub.offline)
-        config = Checkpoint(LocalSource(target)).config
+        config = inputs.target.checkpoint.config
+        prepared = prepare_opened(inputs.draft, inputs.target, Path(workdir), drop=tuple(drop),
+                                  revision=inputs.hub.revision, token=inputs.hub.token, offline=inputs.hub.offline)
         common = llm_args(target, dtype=dtype, max_model_len=_max_model_len(config), seed=decode.seed,
                           tensor_parallel_size=tp, extra=extra)
         spec_kwargs = {**common, "speculative_config": prepared.speculative_config(decode.k)}
@@ -124,11 +129,12 @@ def _bench_offline(target: str, draft: str, session: Session, decode: DecodeSett
     return _report(run, settings, block)
 
 
-def bench_server(target: str, draft: str | None, session: Session, decode: DecodeSettings, engine: EngineOptions, *,
+def bench_server(inputs: BenchInputs, session: Session, decode: DecodeSettings, engine: EngineOptions, *,
                  dtype: str, progress: bool = False) -> BenchReport:
     server = ServerEngine(engine.url, strict=engine.strict, warn=engine.warn)
     info = server.open(decode.k)
-    kind = _draft_kind(draft, session.target_path) if draft else "served"
+    # the draft's kind, for the report: read from the checkpoints the position checks opened
+    kind = inputs.head(inputs.target.checkpoint.config).spec.kind if inputs.draft_name else "served"
     run = run_conversations(session, server, TreeShape.chain(decode.k), max_new_tokens=decode.max_new_tokens,
                             temperature=decode.temperature, seed=decode.seed, progress=progress,
                             what="bench (vLLM server)")
@@ -139,7 +145,8 @@ def bench_server(target: str, draft: str | None, session: Session, decode: Decod
              "speculative_config": {"num_speculative_tokens": info["k"]}, "start_time_s": None,
              "other_traffic": server.other_traffic,
              "note": "a server has no plain-decoding twin here: no baseline, speedup or lossless check"}
-    settings = _settings(target, session, decode, block, baseline=False, draft_kind=kind, aux_layer_ids=None)
+    settings = _settings(inputs.target_name, session, decode, block, baseline=False, draft_kind=kind,
+                         aux_layer_ids=None)
     report = _report(run, settings, block)
     report.engine["dtype_source"] = None if dtype == "auto" else "declared by --dtype"
     return report
@@ -150,14 +157,3 @@ def _report(run: EngineRun, settings: dict, engine_block: dict) -> BenchReport:
                     "counters": counters_block(run, settings["k"])}
     return BenchReport(settings=settings, prompts=run.prompts, engine=engine_block)
 
-
-def _draft_kind(draft: str, target: str) -> str:
-    from ..checkpoint.open import open_input
-    from ..draft.load import load_draft
-    from ..mtp.draft import load_mtp_draft, looks_mtp
-
-    ckpt = open_input(draft, role="draft").checkpoint
-    target_config = open_input(target, role="target").checkpoint.config
-    if looks_mtp(ckpt.config, frozenset(ckpt.names())):
-        return load_mtp_draft(ckpt, target_config, label=draft).spec.kind
-    return load_draft(ckpt, target_config).spec.kind

@@ -1,4 +1,4 @@
-"""The one bench loop, whoever decodes (`generate(ids, ...) -> Generation`: our runner, engines/ours.py; vLLM
+"""The one bench loop, whoever decodes (`generate(ids, ...) -> Generation`: our runner, engines/our_runner.py; vLLM
 offline or a server): each prompt is a conversation, turn by turn the user message is appended, the conversation
 encoded (session.py), the engine answers and its answer (EOS stripped) becomes the assistant's message, so later
 turns are conditioned on the engine's own earlier answers. Then a baseline engine decodes the very same token ids
@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..engines.base import Generation, add_counters, zero_counters
+from ..engines.generation import Generation, add_counters, zero_counters
 from ..io.progress import Progress, tracked
 from ..runner.metrics import AcceptanceStats
 from ..runner.trees.shapes import TreeShape
-from .report import BenchReport, PromptReport
+from .bench_report import BenchReport, PromptReport
 from .session import Session
 
 

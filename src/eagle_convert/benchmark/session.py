@@ -1,5 +1,6 @@
-"""`bench_target`: acceptance and speed of a draft head on its target with our runner (engines/ours.py), driven by the
-bench loop every engine shares (loop.py); and what every engine's bench shares: the prompts and how they are encoded.
+"""`bench_target`: acceptance and speed of a draft head on its target with our runner (engines/our_runner.py), driven by
+the bench loop every engine shares (loop.py); and what every engine's bench shares: the prompts and how they are
+encoded.
 
 Each prompt is a conversation. Turn by turn, the user message is appended, the conversation is tokenized (chat
 template or raw text), speculative decoding answers it, and, unless `baseline=False`, plain decoding of the target
@@ -33,7 +34,7 @@ come.
              baseline_generated_tokens, baseline_wall_time_s, baseline_tokens_per_s, speedup,
              first_divergence: null | {turn, index, speculative, baseline} (token ids; null past a sequence's end),
              output_token_ids: [per turn, the speculative answer], accepted_per_round: [per turn, [a per round]],
-             drafting_disabled_rounds: rounds past the draft's position limit (runner/positions.py; our runner's
+             drafting_disabled_rounds: rounds past the draft's position limit (runner/draft_gate.py; our runner's
              chains), null where an engine's counters cannot tell}]
   gate:     {passed: bool, checks: [{name, passed, message, ...}], min_acceptance_length: the floor asked for or
              null}  (gates.py; no checks: passed)
@@ -76,8 +77,9 @@ from ..runner.model import TargetModel
 from ..runner.text_model import runner_target
 from ..runner.trees.shapes import TreeShape
 from ..spec import DraftSpec
+from .bench_report import BenchReport
 from .chat import ChatTokenizer, load_eos_token_ids
-from .prompts import (  # noqa: F401 (re-exported)
+from .prompts import (
     BUILTIN_PROMPTS,
     Prompt,
     PromptFileError,
@@ -87,7 +89,6 @@ from .prompts import (  # noqa: F401 (re-exported)
     sample_ids,
 )
 from .prompts import _prompt as prompt_from_row
-from .report import BenchReport, PromptReport  # noqa: F401 (re-exported)
 from .unknown_tokens import warn_mostly_unknown
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -234,11 +235,11 @@ def run_bench(target_path: str | Path | Checkpoint, draft_spec: DraftSpec,
               baseline: bool = True, progress: bool = True, ignore_eos: bool = False,
               reference: tuple[DraftSpec, Callable[[str], torch.Tensor]] | None = None,
               tree: TreeShape | None = None) -> BenchReport:
-    """The keyword form of `bench_target` (ours.py), for tests and scripts. `prompts`: None for the built-in set, a
+    """The keyword form of `bench_target` (our_bench.py), for tests and scripts. `prompts`: None for the built-in set, a
     JSONL path, or Prompt objects / strings. `chat_template`: "auto" (the target's template when it has one, else raw
     text) or "none". `tree`: draft trees of this shape instead of k-token chains (None or mode "chain": chains)."""
-    from .ours import bench_target
-    from .settings import DecodeSettings
+    from ..settings.bench import DecodeSettings
+    from .our_bench import bench_target
 
     decode = DecodeSettings(k=k, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                             ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts)

@@ -59,8 +59,8 @@ def run_sweep(target: str, draft: str, *, k: int, prompts, num_prompts: int, sha
               progress: bool = False, **bench_kwargs) -> dict:
     """Bench the chain and every shape; returns {baseline_tokens_per_s, rows, best, best_static}. `progress`: a
     step per shape on stderr (the benches inside are silent)."""
-    from .ours import targets_loaded_once  # torch model code loads only when a sweep runs
-    from .session import BUILTIN_PROMPTS, load_prompts
+    from .our_bench import targets_loaded_once  # torch model code loads only when a sweep runs
+    from .prompts import BUILTIN_PROMPTS, load_prompts
 
     subset = (list(BUILTIN_PROMPTS) if prompts is None else load_prompts(prompts) if isinstance(prompts, str)
               else list(prompts))[:num_prompts]
@@ -72,7 +72,7 @@ def run_sweep(target: str, draft: str, *, k: int, prompts, num_prompts: int, sha
 
 def _sweep(target: str, draft: str, *, k: int, subset: list, shapes: list[TreeShape], shown: Progress,
            **bench_kwargs) -> dict:
-    from .api import bench
+    from .entry import bench
 
     chain = bench(target, draft, k=k, prompts=subset, baseline=True, **bench_kwargs).to_dict()
     shown.update()

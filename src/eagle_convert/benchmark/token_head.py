@@ -5,7 +5,7 @@ Why a prefix gives the same tokens: a tokenizer splits the text into pre-tokens 
 each on its own, so cutting the text can only change the tokens of the words at the cut. `encode_head` encodes
 growing prefixes until one holds `limit + MARGIN` tokens, so the cut lies MARGIN tokens past what is kept, then
 confirms with a second, longer cut: the kept tokens must come out the same from both, else it keeps growing (up to
-the whole text, which is exact by definition). tests/test_token_head.py checks the result against the whole
+the whole text, which is exact by definition). tests/benchmark/test_token_head.py checks the result against the whole
 text's encoding at every cut position of long texts, for a byte-level BPE and a word-level tokenizer."""
 
 from __future__ import annotations

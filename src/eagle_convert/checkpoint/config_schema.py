@@ -21,7 +21,7 @@ _EXPECTED = {"int": "an integer", "number": "a number", "bool": "true or false",
              "dict": "an object", "list[int]": "a list of integers", "list[str]": "a list of strings",
              "list[number]": "a list of numbers"}
 
-# rope_scaling / rope_parameters (draft.read_rope, runner/model.py rope_from_hf, runner/rope.py scaling types).
+# rope_scaling / rope_parameters (draft.read_rope, runner/model.py rope_from_hf, rope/types.py scaling types).
 ROPE = {
     "rope_type": "str?", "type": "str?", "rope_theta": "number?", "factor": "number", "partial_rotary_factor":
     "number", "low_freq_factor": "number", "high_freq_factor": "number", "original_max_position_embeddings": "int",
@@ -34,7 +34,7 @@ QUANTIZATION = {
     "modules_to_not_convert": "list[str]?", "exclude_modules": "list[str]?",
 }
 
-# TensorRT-LLM's `mapping` (ranks/formats.py).
+# TensorRT-LLM's `mapping` (ranks/rank_formats.py).
 MAPPING = {"tp_size": "int", "pp_size": "int", "cp_size": "int"}
 
 # A model config: target (target.py, targets/, ranks/, runner/) and draft (draft.py, variants.py, formats/) alike;
@@ -56,7 +56,7 @@ MODEL: dict = {
     "use_aux_norm": "bool?", "norm_output": "bool?", "norm_before_residual": "bool?", "use_aux_hidden_state": "bool?",
     "use_input_layernorm_in_first_layer": "bool?", "use_last_layernorm": "bool?", "use_mtp_layernorm": "bool?",
     "next_layer_regular": "bool?",
-    # attention windows and MoE (runner/model.py, runner/moe.py)
+    # attention windows and MoE (runner/model.py, runner/moe_mlp.py)
     "sliding_window": "int?", "use_sliding_window": "bool?", "max_window_layers": "int", "layer_types": "list[str]?",
     "num_experts": "int?", "num_local_experts": "int?", "num_experts_per_tok": "int", "decoder_sparse_step": "int?",
     "mlp_only_layers": "list[int]?", "norm_topk_prob": "bool?",

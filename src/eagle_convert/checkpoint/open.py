@@ -68,7 +68,8 @@ def open_input(name: str | Path, *, revision: str | None = None, token: str | No
         ckpt = open_checkpoint(LocalSource(path), ranked, pattern)
         return InputRef(text, ckpt, path, notes=list(ckpt.notes))
     if is_repo_id(text) and not path.exists():
-        from ..io.hub.source import open_repo_source  # imported late: huggingface_hub reads its environment at import
+        # imported late: huggingface_hub reads its environment at import
+        from ..io.hub.hub_source import open_repo_source
 
         source, notes = open_repo_source(text, revision=revision, token=token, offline=offline, role=role,
                                          quiet=quiet, ranges=ranges)

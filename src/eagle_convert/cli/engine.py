@@ -1,6 +1,6 @@
-"""The engine options of `eagle-convert bench` (--engine, --engine-url, --compare, ...) and the command's engine path:
-parsed here into the library's EngineOptions; benchmark/api.py runs the engine (and --compare), cli/bench.py renders the
-report as for our runner."""
+"""bench's engine path on the command line: which options need an engine, and the EngineOptions the library takes
+(settings/bench.py declares the options; benchmark/entry.py runs the engine and --compare; cli/bench_command.py
+renders the report as for our runner)."""
 
 from __future__ import annotations
 
@@ -8,30 +8,16 @@ import functools
 
 import click
 
-ENGINES = ("ours", "vllm")
+from ..settings.bench import ENGINE, ENGINE_HELP, BenchSettings, EngineOptions
+from ..settings.declare import cli_option
 
 
 def engine_options(fn):
-    options = [
-        click.option("--engine", type=click.Choice(ENGINES), default="ours", show_default=True,
-                     help="Who decodes: our bundled runner, or vLLM's offline engine (in its own interpreter)."),
-        click.option("--engine-url", metavar="URL",
-                     help="Bench an OpenAI-compatible vLLM server that already serves TARGET with the head "
-                          "(counters from its /metrics)."),
-        click.option("--engine-python", metavar="PATH", type=click.Path(dir_okay=False),
-                     help="The interpreter that has vllm (default: this one if it can import vllm, else "
-                          "$EAGLE_CONVERT_VLLM_PYTHON)."),
-        click.option("--tensor-parallel-size", type=click.IntRange(1), default=1, show_default=True,
-                     help="vLLM's tensor_parallel_size (--engine vllm)."),
-        click.option("--engine-arg", "engine_args", multiple=True, metavar="KEY=VALUE",
-                     help="Passed to vllm.LLM(...) (repeatable; VALUE read as JSON when it parses)."),
-        click.option("--compare", is_flag=True,
-                     help="Run our runner and the engine on the same prompts: a side-by-side table, exit 3 when "
-                          "fp32 greedy counters or tokens differ."),
-        click.option("--strict", is_flag=True,
-                     help="With --engine-url: fail (instead of warning) when other traffic moved the counters."),
-    ]
-    return functools.reduce(lambda f, option: option(f), reversed(options), fn)
+    """--engine, --engine-url, --engine-python, --tensor-parallel-size, --engine-arg, --compare, --strict."""
+    decorators = [cli_option(ENGINE, "engine", ENGINE_HELP),
+                  EngineOptions.cli_options("url", "python", "tensor_parallel_size", "args"),
+                  BenchSettings.cli_options("compare"), EngineOptions.cli_options("strict")]
+    return functools.reduce(lambda f, decorate: decorate(f), reversed(decorators), fn)
 
 
 def engine_requested(engine: dict) -> bool:
@@ -58,10 +44,7 @@ def check_engine_usage(engine: dict, *, draft: str | None, reference_draft: str 
         raise click.UsageError("--draft is required (except with --engine-url without --compare).")
 
 
-def engine_from(engine: dict):
-    """The engine options the library takes; a shared server's other traffic is a warning on stderr."""
-    from ..benchmark.settings import EngineOptions
-
-    return EngineOptions(url=engine["engine_url"], python=engine["engine_python"],
-                         tensor_parallel_size=engine["tensor_parallel_size"], args=tuple(engine["engine_args"]),
-                         strict=engine["strict"], warn=lambda message: click.echo(f"warning: {message}", err=True))
+def engine_from(parsed: dict) -> EngineOptions:
+    """The engine options the library takes (popped from `parsed`); a shared server's other traffic is a warning on
+    stderr."""
+    return EngineOptions.from_cli(parsed, warn=lambda message: click.echo(f"warning: {message}", err=True))

@@ -8,31 +8,18 @@ import json
 
 import click
 
-from .. import __version__
-from ..kinds import EAGLE1
-from ..layouts import LAYOUTS, output_layouts
-from ..layouts.registry import DEFAULT_OUTPUT_LAYOUTS, default_layouts_said
-from ..spec import FC_BIAS_MODES
-from .errors import handle_errors, paragraph, show_input_warnings
-from .positions import allow_rope_mismatch_option, max_model_len_option, position_lines
-
-# The EAGLE-1 default's note (which vLLM refuses it) is said in --to's help.
-EAGLE1_DEFAULT = LAYOUTS[DEFAULT_OUTPUT_LAYOUTS[EAGLE1]]
-
-def _size(value: str) -> int:
-    from ..io.units import parse_size
-
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--max-shard-size") from exc
+from .. import __version__, api
+from ..settings.common import HubOptions
+from ..settings.convert import ConvertSettings, InspectSettings, TargetTensors
+from .exit_codes import handle_errors, paragraph, show_input_warnings
+from .position_lines import position_lines
 
 
 def _api():
-    """The Python API, and torch under it. Everything imported so far lives as long as the process, so it is frozen
-    out of the cycle collector: each full collection would otherwise walk torch's objects again (0.2 s here)."""
-    from .. import api
-
+    """The Python API with torch under it, loaded by the first call that needs it. Everything imported so far lives
+    as long as the process, so it is frozen out of the cycle collector: each full collection would otherwise walk
+    torch's objects again (0.2 s here)."""
+    api.load()
     gc.freeze()
     return api
 
@@ -53,31 +40,6 @@ def main() -> None:
     show_input_warnings()
 
 
-def hub_options(fn):
-    for option in reversed([
-        click.option("--revision", help="Draft repo revision (branch, tag or commit sha)."),
-        click.option("--target-revision", help="Target repo revision."),
-        click.option("--token", envvar="HF_TOKEN", help="Hugging Face token (default: $HF_TOKEN)."),
-        click.option("--offline", is_flag=True, default=None, help="Use only the local cache (also HF_HUB_OFFLINE=1)."),
-    ]):
-        fn = option(fn)
-    return fn
-
-
-def target_tensor_options(fn):
-    """Where the target's LM head and embedding are, when its family's table does not say (targets/)."""
-    for option in reversed([
-        click.option("--target-lm-head", metavar="NAME", help="The target's LM head tensor, for an architecture "
-                     "eagle-convert does not know (e.g. language_model.lm_head.weight)."),
-        click.option("--target-embed", metavar="NAME", help="The target's input embedding tensor (e.g. "
-                     "language_model.model.embed_tokens.weight)."),
-        click.option("--lm-head-from", metavar="CHECKPOINT", help="Read the target's LM head and embedding from "
-                     "this checkpoint (folder or repo id): the unquantized base of a quantized target."),
-    ]):
-        fn = option(fn)
-    return fn
-
-
 @main.command()
 @click.argument("draft", required=False)
 @click.option("--target", "-t", help="Target model: folder or org/name repo id (required with DRAFT).")
@@ -85,72 +47,33 @@ def target_tensor_options(fn):
               "TARGET (folder or repo id) as a draft; --to vllm (default) or sglang. See docs/mtp.md.")
 @click.option("--dequantize", is_flag=True, help="With --mtp --to sglang: write a block-FP8 MTP layer as BF16.")
 @click.option("--out", "-o", type=click.Path(), help="Output folder (written atomically).")
-@click.option("--to", "to", type=click.Choice(output_layouts()), default=None,
-              help="Output layout (see `eagle-convert layouts`) [default by the head's kind: "
-              f"{default_layouts_said()}; vllm with --mtp]. {EAGLE1_DEFAULT.note}.")
-@click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float16", "float32"]), default="auto",
-              show_default=True, help="Output float dtype; auto = the target's torch_dtype.")
-@click.option("--fc-bias", type=click.Choice(FC_BIAS_MODES), default="error", show_default=True,
-              help="What to do with an fc bias the output layout cannot hold (vLLM V1).")
-@click.option("--drop", multiple=True, metavar="PATTERN", help="Drop draft tensors matching this glob (repeatable).")
-@click.option("--verifier", help="speculators: the verifier's name or path (default: the target as given).")
-@click.option("-k", "--num-speculative-tokens", default=3, show_default=True, help="k in the printed serve command.")
-@click.option("--max-shard-size", default="5GB", show_default=True, callback=lambda ctx, p, v: _size(v),
-              help="Shard the output above this size (5GB, 500MB, bytes).")
-@click.option("--target-pattern", metavar="PATTERN",
-              help="A target saved per rank with a custom vLLM --file-pattern, e.g. 'w-{rank}-{part}.safetensors'.")
-@click.option("--check-embedding", is_flag=True,
-              help="Compare the draft's embedding copy with the target's even when that reads another target shard.")
-@click.option("--allow-nonfinite", is_flag=True, help="Write NaN/Inf values that the source tensors hold (refused by "
-              "default); the provenance records which tensors hold how many.")
-@max_model_len_option()
-@allow_rope_mismatch_option
-@click.option("--token-map", type=click.Path(exists=True, dir_okay=False),
-              help="--to sglang, EAGLE-1: a hot-token map (FR-Spec; any vocab-map format), checked against the target, "
-                   "copied into OUT in SGLang's format and named in the serve command (--speculative-token-map).")
-@click.option("--dry-run", is_flag=True, help="Print the plan and the bytes it will read; write nothing.")
-@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@ConvertSettings.cli_options()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
-@target_tensor_options
-@hub_options
+@TargetTensors.cli_options()
+@HubOptions.cli_options(*HubOptions.TWO_REPOS)
 @handle_errors
-def convert(draft, target, mtp, dequantize, out, to, dtype, fc_bias, drop, verifier, num_speculative_tokens,
-            max_shard_size, target_pattern, check_embedding, allow_nonfinite, max_model_len,
-            allow_rope_mismatch, token_map, dry_run, force, as_json, quiet, revision,
-            target_revision, token, offline, target_lm_head, target_embed, lm_head_from):
+def convert(draft, target, mtp, dequantize, out, as_json, quiet, **parsed):
     """Convert the EAGLE head DRAFT (folder or repo id) for --target into the --to layout; or, with --mtp TARGET,
     extract the MTP layers inside TARGET as a draft."""
+    hub = HubOptions.from_cli(parsed)
+    settings = ConvertSettings.from_cli(parsed, progress=not quiet, tensors=TargetTensors.from_cli(parsed))
     if not mtp:
         _require_draft_and_target(draft, target, dequantize)
-    if not dry_run and not out:
+    if not settings.dry_run and not out:
         raise click.UsageError("-o/--out is required (or use --dry-run).")
     if mtp:
-        from .mtp import convert_mtp
+        from .mtp_command import convert_mtp
 
-        return convert_mtp(mtp, out, to, dequantize, num_speculative_tokens, max_shard_size, dry_run, force, as_json,
-                           quiet, revision or target_revision, token, offline)
-    from ..conversion.prefetch import end_reads
-    from ..io.interrupts import handled_signals
-
+        return convert_mtp(mtp, out, settings, dequantize, as_json, hub)
     # SIGTERM and SIGHUP clean up as Ctrl-C does; the previous handlers are restored after.
-    with handled_signals():
+    with api.handled_signals():
         try:
-            if not dry_run:
-                from ..conversion.prefetch import start_early_reads
-
-                start_early_reads(draft, target)  # the disk reads and a core hashes the draft while torch loads
-            run = _api().convert
-            result = run(draft, target, out, to=to, dtype=dtype, dry_run=dry_run, force=force, drop=drop,
-                         max_shard_size=max_shard_size, fc_bias=fc_bias, verifier=verifier,
-                         num_speculative_tokens=num_speculative_tokens, revision=revision,
-                         target_revision=target_revision, token=token, offline=offline,
-                         progress=not quiet, check_embedding=check_embedding,
-                         target_pattern=target_pattern, target_lm_head=target_lm_head, target_embed=target_embed,
-                         lm_head_from=lm_head_from, allow_nonfinite=allow_nonfinite, max_model_len=max_model_len,
-                         allow_rope_mismatch=allow_rope_mismatch, token_map=token_map)
+            if not settings.dry_run:
+                api.start_early_reads(draft, target)  # the disk reads and a core hashes the draft while torch loads
+            result = _api().convert(draft, target, out, settings, hub)
         finally:
-            end_reads()  # convert() did already, unless it never started: nothing may outlive the command
+            api.end_reads()  # convert() did already, unless it never started: nothing may outlive the command
     for line in result.notes:  # e.g. a killed run's staging folder removed: one line each, the path unbroken
         click.echo(f"note: {line}", err=True)
     plan = result.plan
@@ -185,8 +108,6 @@ def _require_draft_and_target(draft, target, dequantize) -> None:
 
 
 def _human_convert(result) -> str:
-    from ..conversion.plan import GATHER
-
     plan = result.plan
     lines = [f"draft: {result.draft.label} ({result.detected_layout} layout: {result.detected_because})",
              f"{'plan' if result.out is None else 'wrote'}: {plan.spec.kind.upper()} head -> "
@@ -195,7 +116,7 @@ def _human_convert(result) -> str:
     for t in plan.tensors:
         lines.append(f"  {t.name:<{width}}  {str(t.dtype).removeprefix('torch.'):<8} {str(list(t.shape)):<14} "
                      f"<- {t.describe_source()}")
-        if t.derive == GATHER:  # a per-rank target: the exact byte range read from each rank file
+        if t.derive == api.GATHER:  # a per-rank target: the exact byte range read from each rank file
             lines += [f"      reads {r['file']} bytes [{r['offset']:,}, {r['offset'] + r['bytes']:,}) ({r['name']})"
                       for r in t.reads()]
     read = plan.bytes_read()
@@ -224,25 +145,19 @@ def _human_convert(result) -> str:
 @main.command()
 @click.argument("path")
 @click.option("--target", "-t", help="Also check the head against this target.")
-@click.option("--drop", multiple=True, metavar="PATTERN", help="Ignore draft tensors matching this glob.")
-@click.option("--target-pattern", metavar="PATTERN", help="A target saved per rank with a custom vLLM --file-pattern.")
-@max_model_len_option()
+@InspectSettings.cli_options()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report on stdout.")
-@hub_options
+@HubOptions.cli_options(*HubOptions.TWO_REPOS)
 @handle_errors
-def inspect(path, target, drop, target_pattern, max_model_len, as_json, revision, target_revision, token, offline):
+def inspect(path, target, as_json, **parsed):
     """Show PATH's layout and why, its config, tensors, and the problems a conversion would fix. PATH may also be a
     target saved per rank: its format, ranks, padding and which files hold the LM head."""
-    run = _api().inspect
-
-    report = run(path, target, drop=drop, revision=revision, target_revision=target_revision, token=token,
-                 offline=offline, target_pattern=target_pattern, max_model_len=max_model_len)
+    report = _api().inspect(path, target, InspectSettings.from_cli(parsed), HubOptions.from_cli(parsed))
     _emit(as_json, report.to_dict(), _human_inspect(report))
 
 
 def _human_inspect(report) -> str:
-    from ..checkpoint.index import config_dtype  # torch is loaded by now: inspect ran
-
+    config_dtype = api.config_dtype  # torch is loaded by now: inspect ran
     cfg = report.config
     if report.target and isinstance(cfg.get("text_config"), dict):  # a multimodal target's sizes are its text model's
         cfg = {**cfg, **cfg["text_config"]}
@@ -326,7 +241,7 @@ def _human_ranks(ranks: dict) -> list[str]:
 @main.command()
 def layouts():
     """List the layouts eagle-convert reads and writes."""
-    for layout in LAYOUTS.values():
+    for layout in api.layouts():
         io = ("read" if layout.readable else "") + ("/write" if layout.writable else "")
         click.echo(f"{layout.name:<12} {io.strip('/'):<10} {', '.join(layout.kinds):<14} {layout.summary}")
         if layout.note:
@@ -339,17 +254,17 @@ def layouts():
 @handle_errors
 def demo(workdir, as_json):
     """Build a tiny target and EAGLE-1 head offline, then inspect, convert, verify and bench them."""
-    from .demo import run_demo
+    from .demo_command import run_demo
 
     summary = run_demo(workdir, echo=None if as_json else click.echo)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
 
 
-from .bench import bench  # noqa: E402  (lives beside the runner; registered here)
+from .bench_command import bench  # noqa: E402  (lives beside the runner; registered here)
 
 main.add_command(bench)
 
-from .vocab import vocab_map  # noqa: E402  (the vocab-map group: build, convert, check)
+from .vocab_command import vocab_map  # noqa: E402  (the vocab-map group: build, convert, check)
 
 main.add_command(vocab_map)

@@ -1,5 +1,5 @@
-"""`convert`: resolve inputs -> read the draft -> plan -> validate (checks.py) -> (dry run stops, fetch.py says what
-a real run will fetch) -> stream out and verify (execute.py)."""
+"""`convert`: resolve inputs -> read the draft -> plan -> validate (validate.py, tensor_checks.py) -> (dry run stops,
+fetch.py says what a real run will fetch) -> stream out and verify (execute.py)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,23 @@ from pathlib import Path
 from ..checkpoint.open import InputRef, absolute_if_local, open_input
 from ..draft.load import load_draft
 from ..errors import OutputPathError, UnsupportedConversionError, option
+from ..io.background import end_reads
+from ..io.overlap import check_out_path
 from ..io.staging import remove_stale_staging
 from ..io.units import parse_size
 from ..layouts import get_layout
 from ..layouts.base import SOURCE_LIMIT_KEY
 from ..layouts.registry import default_output_layout
 from ..positions.checks import PositionOptions, check_positions, refuse_rope_errors
-from ..targets.read import read_target
-from .checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, check_out_path, compare_embeddings, compares_embeddings
+from ..settings.common import HubOptions
+from ..settings.convert import ConvertSettings
+from ..targets.target_info import read_target
 from .derive import FoldReport
 from .execute import execute_plan
 from .fetch import fetch_plan
 from .plan import Plan, build_plan
-from .prefetch import end_reads
-from .token_map import plan_token_map
+from .tensor_checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, compare_embeddings, compares_embeddings
+from .token_map_output import plan_token_map
 
 
 @dataclass
@@ -45,6 +48,11 @@ class ConversionResult:
     will_check: list[str] = field(default_factory=list)  # dry run: checks the real run makes on data not read yet
     positions: dict | None = None  # the position and RoPE checks (positions/checks.py) and what was written
     token_map: dict | None = None  # --token-map: its source, sha256, the file in OUT, hot ids, target vocab
+
+    def inputs_record(self) -> dict:
+        """The inputs as eagle_convert.json records them."""
+        return {"draft": self.draft.to_dict(), "target": self.target.to_dict(),
+                **({"lm_head_from": self.lm_head_from.to_dict()} if self.lm_head_from else {})}
 
     def to_dict(self) -> dict:
         return {
@@ -84,25 +92,27 @@ def _one_conversion_of_reading_state(fn):
 
 
 @_one_conversion_of_reading_state
-def convert(draft: str, target: str, out: str | Path | None = None, *, to: str | None = None, dtype: str = "auto",
-            dry_run: bool = False, force: bool = False, drop: tuple[str, ...] = (), max_shard_size: str | int = "5GB",
-            fc_bias: str = "error", verifier: str | None = None, num_speculative_tokens: int = 3,
-            revision: str | None = None, target_revision: str | None = None, token: str | None = None,
-            offline: bool | None = None, progress: bool = False, check_embedding: bool = False,
-            target_pattern: str | None = None, target_lm_head: str | None = None, target_embed: str | None = None,
-            lm_head_from: str | None = None, allow_nonfinite: bool = False, max_model_len: int | None = None,
-            allow_rope_mismatch: bool = False, token_map: str | Path | None = None) -> ConversionResult:
-    """Convert the EAGLE head `draft` for `target` into the `to` layout in `out` (None: the default for the head's
-    kind, layouts.registry.DEFAULT_OUTPUT_LAYOUTS; docs/convert.md: every option;
+def convert(draft: str | InputRef, target: str | InputRef, out: str | Path | None, settings: ConvertSettings,
+            hub: HubOptions = HubOptions()) -> ConversionResult:
+    """Convert the EAGLE head `draft` for `target` into the `settings.to` layout in `out` (None: the default for the
+    head's kind, layouts.registry.DEFAULT_OUTPUT_LAYOUTS; docs/convert.md: every option;
     `max_model_len` and `allow_rope_mismatch`: the position and RoPE checks, docs/long-context.md). `token_map`: a
     hot-token map for an EAGLE-1 head --to sglang, checked, copied into OUT and named in the serve command
-    (conversion/token_map.py)."""
+    (conversion/token_map_output.py). `hub`: how repo ids are read (the draft at `revision`, the target at
+    `target_revision`). `draft` and `target` may be inputs the caller opened already (a bench converting the draft it
+    is benching), each then read as it is, not opened again."""
+    s, tensors = settings, settings.tensors
+    to, dtype, dry_run, force, drop, token_map = s.to, s.dtype, s.dry_run, s.force, s.drop, s.token_map
+    max_model_len, allow_rope_mismatch, progress = s.max_model_len, s.allow_rope_mismatch, s.progress
+    revision, target_revision, token, offline = hub.revision, hub.target_revision, hub.token, hub.offline
+    target_pattern, target_lm_head, target_embed = s.target_pattern, tensors.target_lm_head, tensors.target_embed
+    lm_head_from = tensors.lm_head_from
     quiet = not progress
     # A dry run reads the draft's safetensors header by range too, so it fetches no tensor data.
-    draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft", quiet=quiet,
-                          ranges=True if dry_run else None)
-    target_in = open_input(target, revision=target_revision, token=token, offline=offline, role="target", quiet=quiet,
-                           pattern=target_pattern)
+    draft_in = _opened(draft, revision=revision, token=token, offline=offline, role="draft", quiet=quiet,
+                       ranges=True if dry_run else None)
+    target_in = _opened(target, revision=target_revision, token=token, offline=offline, role="target", quiet=quiet,
+                        pattern=target_pattern)
     # --lm-head-from: the target's LM head and embedding from another checkpoint (an unquantized base).
     weights_in = open_input(lm_head_from, revision=None, token=token, offline=offline, role="target", quiet=quiet) \
         if lm_head_from else None
@@ -121,9 +131,10 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str |
     hot = plan_token_map(token_map, head.spec, get_layout(to), target_info.config) if token_map else None
     # Names written into configs and the serve command work from any folder: local paths absolute, repo ids as ids.
     out_label = str(Path(out).resolve()) if out else "OUT"
-    plan = build_plan(head, target_info, to=to, dtype=dtype, fc_bias=fc_bias,
-                      verifier=absolute_if_local(verifier) if verifier else None, target_label=target_in.serve_name,
-                      out_label=out_label, num_speculative_tokens=num_speculative_tokens,
+    plan = build_plan(head, target_info, to=to, dtype=dtype, fc_bias=s.fc_bias,
+                      verifier=absolute_if_local(s.verifier) if s.verifier else None,
+                      target_label=target_in.serve_name, out_label=out_label,
+                      num_speculative_tokens=s.num_speculative_tokens,
                       token_map=f"{out_label}/{hot.file_name}" if hot else None)
     check_head_vocab_map(head)
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None,
@@ -134,7 +145,7 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str |
                             PositionOptions(max_model_len, allow_rope_mismatch))
     result.positions = {**positions.to_dict(), "output_findings": [f.to_dict() for f in after.findings]}
     rule = get_layout(to).embedding_rule(head.spec, frozenset(head.tensors))
-    always = check_embedding or rule is not None
+    always = s.check_embedding or rule is not None
     if dry_run:
         result.fetch = fetch_plan(plan, {"draft": draft_in, "target": weights_in or target_in})
         if compares_embeddings(head, target_info, plan, always):  # the rows are read by the real run only
@@ -149,9 +160,13 @@ def convert(draft: str, target: str, out: str | Path | None = None, *, to: str |
                                               "sampled rows")
         raise UnsupportedConversionError(rule.refusal.format(difference=difference), rule.hint)
     result.notes += remove_stale_staging(Path(out))
-    execute_plan(plan, head, target_info, Path(out), force, parse_size(max_shard_size), result, progress,
-             allow_nonfinite, token_map=hot)
+    execute_plan(plan, {"draft": head.checkpoint, "target": target_info.checkpoint}, Path(out), force,
+                 parse_size(s.max_shard_size), result, progress, s.allow_nonfinite, token_map=hot)
     return result
+
+
+def _opened(name: str | InputRef, **options) -> InputRef:
+    return name if isinstance(name, InputRef) else open_input(name, **options)
 
 
 def written_positions(config: dict) -> dict:

@@ -1,6 +1,7 @@
-"""The executor of a plan: every output tensor produced from its sources and streamed (io/write.py) into a staging
-folder (io/staging.py), with its provenance (sha256 of the bytes read), then the configs, the index and the model
-card, and the folder moved into place."""
+"""The executor of a plan, for every head kind (`convert` and `convert --mtp`): every output tensor produced from its
+sources and streamed (io/write.py) into a staging folder (io/staging.py), with its provenance (sha256 of the bytes
+read), then the index, the config, the files copied beside it, the provenance record and the model card, and the
+folder moved into place."""
 
 from __future__ import annotations
 
@@ -14,28 +15,37 @@ from ..checkpoint.index import Checkpoint
 from ..checkpoint.ranks.gather import gather
 from ..checkpoint.ranks.shards import Gathered
 from ..checkpoint.read import read_tensor
-from ..draft.load import DraftHead
 from ..io.digest import PREHASH, Digest
 from ..io.progress import Progress
 from ..io.safetensors import tensor_bytes
 from ..io.staging import STAGING_OWNER, staged_output
 from ..io.write import OutTensor, sharded_files, write_index, write_json, write_safetensors
 from ..targets.quant import dequantize_fp8
-from ..targets.read import TargetInfo
 from . import finite
 from .derive import fold_fc_bias
 from .modelcard import model_card
 from .plan import DEQUANT, FOLD, GATHER, ZEROS, Plan, PlannedTensor
-from .token_map import TokenMapOutput, write_token_map
+from .token_map_output import TokenMapOutput, write_token_map
 
-if TYPE_CHECKING:  # converter.py imports this module
-    from .converter import ConversionResult
+if TYPE_CHECKING:  # what a result needs here: ConversionResult (converter.py) and MtpResult (mtp_extract.py)
+    from typing import Protocol
+
+    class Executed(Protocol):
+        fold: object | None  # an fc-bias fold's report, set while producing (EAGLE-1 heads only)
+        nonfinite: dict[str, int]
+        token_map: dict | None
+        provenance: dict | None
+        files: list[str]
+        out: Path | None
+
+        def inputs_record(self) -> dict: ...
 
 
-def execute_plan(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, force: bool, max_shard: int,
-             result: ConversionResult, progress: bool, allow_nonfinite: bool = False,
-             token_map: TokenMapOutput | None = None) -> None:
-    checkpoints = {"draft": head.checkpoint, "target": target.checkpoint}
+def execute_plan(plan: Plan, checkpoints: dict[str, Checkpoint], out: Path, force: bool, max_shard: int,
+                 result: Executed, progress: bool, allow_nonfinite: bool = False,
+                 token_map: TokenMapOutput | None = None) -> None:
+    """Write `plan` into `out`, reading each tensor's sources from `checkpoints` (origin -> checkpoint: "draft",
+    "target"), and fill in `result` (files, provenance, NaN/Inf counts, where it went)."""
     by_name = {t.name: t for t in plan.tensors}
     nonfinite: dict[str, int] = {}  # NaN/Inf values each tensor's sources held (finite.judge raises for the rest)
     provenance: dict[str, dict] = {}
@@ -60,14 +70,9 @@ def execute_plan(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, for
     def on_nonfinite(o: OutTensor, value: torch.Tensor, written: int) -> None:
         nonfinite[o.name] = finite.judge(by_name[o.name], value, written, checkpoints)
 
-    for planned in plan.tensors:  # in the order they are written: the disk reads ahead of the CPU
-        for origin, ref in planned.sources:
-            source = checkpoints[origin].source
-            for leaf in ref.leaves():
-                source.warm(leaf.file, *((leaf.offset, leaf.nbytes) if leaf.offset is not None
-                                         else (0, source.size(leaf.file))))
+    _warm(plan, checkpoints)
     wanted = [OutTensor(t.name, t.dtype, t.shape) for t in plan.tensors]
-    files = sharded_files(wanted, max_shard)
+    files = {plan.single_file: wanted} if plan.single_file else sharded_files(wanted, max_shard)
     bar = Progress("writing tensors", len(wanted), "tensor", enabled=progress)
     with staged_output(out, force) as staging:
         try:
@@ -82,24 +87,50 @@ def execute_plan(plan: Plan, head: DraftHead, target: TargetInfo, out: Path, for
             raise finite.refusal(result.nonfinite, by_name)  # inside staged_output: the staging folder is removed
         for name, count in result.nonfinite.items():
             provenance[name]["nonfinite"] = count
-        write_index(staging, files)
-        write_json(staging / "config.json", plan.config)
+        _write_beside(plan, checkpoints, staging, files)
         if token_map is not None:
             result.token_map = write_token_map(token_map, staging)
         result.provenance = {
             "tool": "eagle-convert", "version": __version__, "layout": plan.layout, "dtype": plan.dtype_name,
-            "inputs": {"draft": result.draft.to_dict(), "target": result.target.to_dict(),
-                       **({"lm_head_from": result.lm_head_from.to_dict()} if result.lm_head_from else {})},
+            "inputs": result.inputs_record(),
             "dropped": [{"name": n, "reason": r} for n, r in plan.dropped], "notes": list(plan.notes),
             "fold": result.fold.to_dict() if result.fold else None,
             "nonfinite": result.nonfinite,  # --allow-nonfinite: NaN/Inf values written as the sources hold them
             "tensors": {t.name: provenance[t.name] for t in plan.tensors},  # plan order, whichever writer was first
             **({"token_map": result.token_map} if token_map is not None else {}),
+            **plan.record,
         }
         write_json(staging / "eagle_convert.json", result.provenance)
-        (staging / "README.md").write_text(model_card(plan, result))
+        if plan.model_card:
+            (staging / "README.md").write_text(model_card(plan, result))
         result.files = sorted(p.name for p in staging.iterdir() if p.name != STAGING_OWNER)
     result.out = out.resolve()
+
+
+def _warm(plan: Plan, checkpoints: dict[str, Checkpoint]) -> None:
+    """Ask for every range the plan reads, in the order the tensors are written: the disk reads ahead of the CPU."""
+    for planned in plan.tensors:
+        for origin, ref in planned.sources:
+            source = checkpoints[origin].source
+            for leaf in ref.leaves():
+                source.warm(leaf.file, *((leaf.offset, leaf.nbytes) if leaf.offset is not None
+                                         else (0, source.size(leaf.file))))
+
+
+def _write_beside(plan: Plan, checkpoints: dict[str, Checkpoint], staging: Path, files: dict) -> None:
+    """The index, config.json and the files copied from the target, beside the written tensors."""
+    if plan.single_file:  # exactly what SGLang's export script writes: the weight map alone
+        write_json(staging / "model.safetensors.index.json",
+                   {"weight_map": {t.name: plan.single_file for t in plan.tensors}})
+    else:
+        write_index(staging, files)
+    if plan.config_bytes is not None:
+        (staging / "config.json").write_bytes(plan.config_bytes)
+    else:
+        write_json(staging / "config.json", plan.config)
+    source = checkpoints["target"].source if plan.side_files else None
+    for rel in plan.side_files:
+        (staging / rel).write_bytes(source.local_path(rel).read_bytes())
 
 
 def _how(planned: PlannedTensor) -> str:
@@ -116,7 +147,7 @@ def _how(planned: PlannedTensor) -> str:
     return cast or "copy"
 
 
-def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result: ConversionResult):
+def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result: Executed):
     """The tensor to write (in its source dtype when only a cast is left: the writer casts it chunk by chunk) and the
     provenance of what was read for it: sha256 of the bytes read (never whole files), as a Digest computed on another
     core while the tensor is written; `execute_plan` waits for it."""

@@ -9,9 +9,9 @@ from .plan import Plan
 def fetch_plan(plan: Plan, inputs: dict[str, InputRef]) -> dict | None:
     """For repo-id inputs: bytes already fetched to build the plan, and exactly what converting will fetch (whole
     files for a draft, tensor byte ranges for a target), each marked cached or not. Local inputs fetch nothing."""
+    from ..io.hub.hub_source import HubSource
     from ..io.hub.ranges import is_cached
     from ..io.hub.repos import cached_file
-    from ..io.hub.source import HubSource
 
     summary = {}
     for role, ref in inputs.items():

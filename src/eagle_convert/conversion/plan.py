@@ -1,5 +1,6 @@
 """The conversion plan: a frozen, printable list of output tensors and where each comes from. Building it reads only
-configs and headers; executing it (convert.py) is the only part that touches tensor data."""
+configs and headers; executing it (execute.py) is the only part that touches tensor data. `build_plan` plans an EAGLE
+head from a draft and its target; mtp_plan.py plans the MTP layers inside a target into the same `Plan`."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ..layouts import OutputContext, get_layout
 from ..layouts.base import DerivedTensor
 from ..spec import DraftSpec
 from ..targets.quant import StoredWeight
-from ..targets.read import DTYPE_NAMES, TargetInfo
+from ..targets.target_info import DTYPE_NAMES, TargetInfo
 
 FOLD = "fold_fc_bias"  # E' = E + W_e^-1 b: the fc bias moved into a draft-specific embedding
 ZEROS = "zeros"
@@ -66,7 +67,7 @@ class PlannedTensor:
 @dataclass(frozen=True)
 class Plan:
     layout: str
-    spec: DraftSpec
+    spec: DraftSpec | None  # None: MTP layers extracted from their target (built by the engine from its config)
     config: dict
     tensors: tuple[PlannedTensor, ...]
     dropped: tuple[tuple[str, str], ...]  # (name, why)
@@ -74,6 +75,12 @@ class Plan:
     serve_command: str
     dtype_name: str
     warnings: tuple[str, ...] = field(default=())
+    # What a head extracted from its target (mtp_plan.py) writes beside its tensors:
+    config_bytes: bytes | None = None  # config.json byte for byte (vLLM's MTP: the target's own), instead of `config`
+    single_file: str | None = None  # one named weights file and an index of only its weight_map (SGLang's NextN)
+    side_files: tuple[str, ...] = ()  # the target's files copied as they are (tokenizer, remote code)
+    record: dict = field(default_factory=dict)  # sections of its own in eagle_convert.json (MTP: the layers found)
+    model_card: bool = True  # a README.md beside the head (not for the target's own MTP layers)
 
     def bytes_read(self) -> dict[str, int]:
         """Bytes of tensor data read from each input (a tensor read twice counts once)."""

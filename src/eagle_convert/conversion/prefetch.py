@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from ..io import background
 from ..io.digest import PREHASH, tensor_ranges
 from ..io.readahead import WARMER
 from ..io.source import LocalSource, find_weights, read_json, read_safetensors_header
@@ -49,10 +48,3 @@ def start_early_reads(draft: str, target: str) -> None:
         WARMER.add_files([source.local_path(rel) for rel in find_weights(source)[2]])
         PREHASH.start(ranges)
 
-
-def end_reads() -> None:
-    """End what start_early_reads and a conversion started: forget the read-ahead and pre-hash state (a long-lived
-    process must not trust a range read long ago), then cancel and join every background thread."""
-    WARMER.forget()
-    PREHASH.forget()
-    background.finish()

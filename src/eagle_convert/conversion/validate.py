@@ -7,7 +7,7 @@ import torch
 
 from ..errors import LayoutError, ShapeMismatchError
 from ..spec import DraftSpec
-from ..targets.read import TargetInfo
+from ..targets.target_info import TargetInfo
 from ..vocab.check import MapFacts, check_map, refuse_errors
 
 COUNT_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}

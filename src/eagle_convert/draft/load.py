@@ -1,4 +1,6 @@
-"""Read a draft checkpoint in any known layout into a `DraftSpec` plus canonical tensor names (reads headers only)."""
+"""Read a draft checkpoint of any kind into a `DraftHead`: a `DraftSpec` plus canonical tensor names (reads headers
+only). `open_head` is the one door: it asks the kinds table which kind the checkpoint holds and that kind's reader
+reads it (here `load_draft` for the kinds a draft layout holds; mtp/draft.py registers MTP's)."""
 
 from __future__ import annotations
 
@@ -7,23 +9,39 @@ from dataclasses import dataclass
 
 from ..checkpoint.index import Checkpoint, TensorRef
 from ..errors import LayoutError, ShapeMismatchError, UnexpectedTensorError, option
-from ..kinds import KINDS, kind_of
+from ..kinds import EAGLE1, EAGLE3, KINDS, HeadKind, kind_of, register
 from ..layouts import CANONICAL_NAMES, Layout, detect_layout
 from ..layouts.base import matches_any
 from ..layouts.modelopt import modelopt_refusal
-from ..spec import DEFAULT_ROPE_THETA, EAGLE1, EAGLE3, DraftSpec
+from ..rope.types import DEFAULT_ROPE_THETA
+from ..spec import DraftSpec
 from .variants import detect_eagle3, mla_refusal
 
 
 @dataclass(frozen=True)
 class DraftHead:
     checkpoint: Checkpoint
-    layout: Layout
+    layout: Layout | None  # the draft layout it is stored in; None for a kind no layout holds (MTP: mtp/draft.py)
     layout_reason: str
     spec: DraftSpec
     tensors: dict[str, TensorRef]  # canonical name -> where it is stored
     dropped: tuple[tuple[str, str], ...]  # (source name, why) for tensors the user dropped
     notes: tuple[str, ...]  # what we corrected or inferred, shown to the user
+
+    @property
+    def layout_name(self) -> str:
+        return self.layout.name
+
+
+def kind_of_checkpoint(ckpt: Checkpoint) -> HeadKind:
+    """The kind of head `ckpt` holds (kinds.kind_of on its config and tensor names)."""
+    return KINDS[kind_of(ckpt.config, frozenset(ckpt.names()))]
+
+
+def open_head(ckpt: Checkpoint, target_config: dict | None, *, label: str | None = None,
+              drop: tuple[str, ...] = ()) -> DraftHead:
+    """Any draft head, read by its kind's reader (`label`: how the user named it, for messages)."""
+    return kind_of_checkpoint(ckpt).read(ckpt, target_config, label=label, drop=tuple(drop))
 
 
 def read_rope(config: dict) -> tuple[float, dict | None, bool]:
@@ -57,7 +75,7 @@ def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[
             "and check that DRAFT is the draft head, not the target.")
     layout.check_input(ckpt.config, ckpt.label)
     flat = layout.flat_config(ckpt.config)
-    kind = kind_of(ckpt.config, names)
+    kind = kind_of(ckpt.config, names, from_draft_checkpoint=True)
     notes: list[str] = list(layout.input_notes(ckpt.config))
     mla_refusal(names, ckpt.label)
     modelopt_refusal(ckpt.config, ckpt.label)  # before the tensor mapping: parallel draft heads are refused by name
@@ -86,7 +104,7 @@ def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[
             "is reported. "
             "A layer-0 input_layernorm in an EAGLE-1 head, or a `model.` prefix, means the file is not a head we know "
             "how to run.")
-    spec = _build_spec(kind, flat, tensors, target_config, notes, ckpt.label, layout.nested_aux_offset)
+    spec = build_spec(kind, flat, tensors, target_config, notes, ckpt.label, layout.nested_aux_offset)
     return DraftHead(ckpt, layout, reason, spec, tensors, tuple(dropped), tuple(notes))
 
 
@@ -98,7 +116,8 @@ def _shape(tensors: dict[str, TensorRef], name: str) -> tuple[int, ...] | None:
     return tensors[name].shape if name in tensors else None
 
 
-def _build_spec(kind, cfg, tensors, target_config, notes, label, nested_aux_offset=0) -> DraftSpec:
+def build_spec(kind, cfg, tensors, target_config, notes, label, nested_aux_offset=0) -> DraftSpec:
+    """The spec of a head of `kind`, by its row's builder, from the fields every kind reads alike (common_fields)."""
     head_kind = KINDS[kind]
     for name in head_kind.required_tensors:
         if name not in tensors:
@@ -191,6 +210,16 @@ def eagle3_spec(cfg, tensors, common, target_config, notes, label, nested_aux_of
                      fc_norm=variant.fc_norm, norm_output=variant.norm_output, num_layers=variant.num_layers,
                      qk_norm=variant.qk_norm, lm_head_from_target=from_target, fc_bias="fc.bias" in tensors,
                      base_model_type="qwen3" if variant.qk_norm else "llama", flag_sources=sources, **common)
+
+
+def _read_in_layout(ckpt: Checkpoint, target_config: dict | None, *, label: str | None = None,
+                    drop: tuple[str, ...] = ()) -> DraftHead:
+    """The reader of the kinds a draft layout holds (messages name the checkpoint as it was opened)."""
+    return load_draft(ckpt, target_config, drop=drop)
+
+
+register(EAGLE1, reader=_read_in_layout, spec_builder=eagle1_spec)
+register(EAGLE3, reader=_read_in_layout, spec_builder=eagle3_spec)
 
 
 def tensor_reader(head: DraftHead):

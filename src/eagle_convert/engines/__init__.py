@@ -1,8 +1,8 @@
-"""Who decodes behind `bench`: our bundled runner (engines/ours.py over runner/) and vLLM (`--engine vllm` offline,
-`--engine-url URL` for a running server), each an engine of the one bench loop (benchmark/loop.py).
+"""Who decodes behind `bench`: our bundled runner (engines/our_runner.py over runner/) and vLLM (`--engine vllm`
+offline, `--engine-url URL` for a running server), each an engine of the one bench loop (benchmark/loop.py).
 
-  base.py          Generation (an answer with the engine's counters); vLLM's counters read as our AcceptanceStats
-  ours.py          our runner as an engine: speculative decoding (RoundsGeneration: its rounds) and plain decoding
+  generation.py    Generation (an answer with the engine's counters); vLLM's counters read as our AcceptanceStats
+  our_runner.py    our runner as an engine: speculative decoding (RoundsGeneration: its rounds) and plain decoding
   prepare.py       the draft in a layout vLLM loads (converted in a temporary folder when needed)
   vllm_offline.py  the vLLM interpreter, the LLM(...) arguments; vllm_worker.py runs inside it (vllm only)
   process.py       the engine subprocess: bounded waits, its root-cause line, always ended with its children

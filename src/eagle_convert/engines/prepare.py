@@ -10,16 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checkpoint.open import open_input
-from ..draft.load import DraftHead, load_draft
+from ..checkpoint.open import InputRef, open_input
+from ..draft.load import DraftHead, kind_of_checkpoint, open_head
 from ..errors import LayoutError
 from ..layouts.registry import served_as_stored
-from ..mtp.draft import MtpDraft, load_mtp_draft, looks_mtp
+from ..mtp import draft as mtp_draft  # noqa: F401  (fills MTP's row in kinds.py: open_head then reads MTP heads)
 
 
 @dataclass(frozen=True)
 class EngineDraft:
-    head: DraftHead | MtpDraft  # the draft as given (its spec is what the report names)
+    head: DraftHead  # the draft as given (its spec is what the report names)
     path: str | None  # the folder the engine loads; None: the target's own MTP layer
     method: str  # vLLM's speculative method: "eagle", "eagle3" or "mtp"
     conversion: str | None  # what was done to make `path`, or None when the draft was served as given
@@ -30,7 +30,7 @@ class EngineDraft:
 
     @property
     def layout_name(self) -> str:
-        return self.head.layout_name if isinstance(self.head, MtpDraft) else self.head.layout.name
+        return self.head.layout_name
 
 
 def method_of(head: DraftHead) -> str:
@@ -40,30 +40,41 @@ def method_of(head: DraftHead) -> str:
 def prepare_draft(draft: str, target: str, workdir: Path, *, revision: str | None = None, token: str | None = None,
                   offline: bool | None = None, drop: tuple[str, ...] = ()) -> EngineDraft:
     """`draft` ready for vLLM: as it is, or converted under `workdir` (which the caller deletes)."""
-    from ..conversion.converter import convert
-
     target_in = open_input(target, role="target")
     draft_in = open_input(draft, revision=revision, token=token, offline=offline, role="draft")
-    if looks_mtp(draft_in.checkpoint.config, frozenset(draft_in.checkpoint.names())):
-        return _mtp_draft(draft, target, draft_in.checkpoint, target_in.checkpoint.config, drop)
-    head = load_draft(draft_in.checkpoint, target_in.checkpoint.config, drop=tuple(drop))
+    return prepare_opened(draft_in, target_in, workdir, revision=revision, token=token, offline=offline, drop=drop)
+
+
+def prepare_opened(draft_in: InputRef, target_in: InputRef, workdir: Path, *, revision: str | None = None,
+                   token: str | None = None, offline: bool | None = None, drop: tuple[str, ...] = ()) -> EngineDraft:
+    """prepare_draft on checkpoints the caller opened (a bench opens each once, and converts from them)."""
+    from ..conversion.converter import convert
+    from ..settings.common import HubOptions
+    from ..settings.convert import ConvertSettings
+
+    draft = draft_in.label
+    if not kind_of_checkpoint(draft_in.checkpoint).from_draft_checkpoint:  # no layout converts it: served as stored
+        return _served_whole(draft_in, target_in, drop)
+    head = open_head(draft_in.checkpoint, target_in.checkpoint.config, label=draft, drop=drop)
     if head.layout.name in served_as_stored("vllm") and not drop and Path(draft).is_dir():
         return EngineDraft(head, str(Path(draft).resolve()), method_of(head), None)
     fc_bias = "fold" if head.spec.fc_bias else "error"
     out = workdir / "draft-vllm"
-    convert(draft, target, out, to="vllm", fc_bias=fc_bias, drop=tuple(drop), revision=revision, token=token,
-            offline=offline)
+    convert(draft_in, target_in, out, ConvertSettings(to="vllm", fc_bias=fc_bias, drop=tuple(drop)),
+            HubOptions(revision, token, offline))
     how = f"converted from the {head.layout.name} layout to the vllm layout in a temporary folder" + (
         " (--fc-bias fold: vLLM has no fc bias)" if head.spec.fc_bias else "")
     return EngineDraft(head, str(out.resolve()), method_of(head), how)
 
 
-def _mtp_draft(draft: str, target: str, checkpoint, target_config: dict, drop) -> EngineDraft:
-    """An MTP head as vLLM loads it: a local folder as stored, or (the draft is the target) the target's own layer."""
+def _served_whole(draft_in: InputRef, target_in: InputRef, drop) -> EngineDraft:
+    """A head of a kind no draft layout holds (an MTP layer) as vLLM loads it: a local folder as stored, or (the draft
+    is the target) the target's own layer."""
+    draft = draft_in.label
     if not Path(draft).is_dir():
         raise LayoutError(f"The MTP head {draft} is not a local folder.",
                           "Extract it first (`eagle-convert convert --mtp TARGET -o DIR --to vllm`, which reads only "
                           "the MTP layer's bytes) and bench DIR.")
-    head = load_mtp_draft(checkpoint, target_config, label=draft, drop=tuple(drop))
-    own = Path(draft).resolve() == Path(target).resolve()
+    head = open_head(draft_in.checkpoint, target_in.checkpoint.config, label=draft, drop=tuple(drop))
+    own = Path(draft).resolve() == Path(target_in.label).resolve()
     return EngineDraft(head, None if own else str(Path(draft).resolve()), method_of(head), None)

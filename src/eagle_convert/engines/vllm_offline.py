@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import EngineError
-from .base import Generation
+from .generation import Generation
 from .process import EngineProcess
 
 WORKER = Path(__file__).with_name("vllm_worker.py")

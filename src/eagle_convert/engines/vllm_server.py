@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 
 from ..errors import EngineError
-from .base import Generation
+from .generation import Generation
 
 METRICS_TIMEOUT_S = 30.0
 COMPLETION_TIMEOUT_S = 600.0

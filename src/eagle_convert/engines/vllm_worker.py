@@ -18,8 +18,8 @@ stdout and stderr, which the caller sends to a log file):
 Any failure -> {"ok": false, "error": "Type: message"} and exit 1. End of stdin -> the engine is shut down, exit 0.
 The caller's `dtype: "auto"` means float32 on vLLM's CPU backend and bfloat16 elsewhere, as bench does.
 
-This is the one vLLM driver: the real-vLLM tests (tests/test_vllm*.py) run it too, through vllm_offline.VllmOffline,
-so what they check is what `bench --engine vllm` runs."""
+This is the one vLLM driver: the real-vLLM tests (tests/engines/test_vllm*.py) run it too, through
+vllm_offline.VllmOffline, so what they check is what `bench --engine vllm` runs."""
 
 from __future__ import annotations
 

@@ -10,9 +10,10 @@ from ..checkpoint.index import Checkpoint
 from ..checkpoint.open import absolute_if_local
 from ..errors import EagleConvertError
 from ..io.source import read_json
+from ..layouts.mtp_sglang import sglang_serve
+from ..layouts.mtp_vllm import vllm_serve, vllm_speculative_config
 from ..mtp.draft import check_same_target
 from ..mtp.locate import find_mtp
-from ..mtp.plan import sglang_serve, vllm_serve, vllm_speculative_config
 
 PROVENANCE = "eagle_convert.json"
 SAME_EXCEPT_NEXTN = ("architectures", "num_hidden_layers")  # what SGLang's NextN layout changes in the config
@@ -52,8 +53,8 @@ def _serve(layout: str, target: str, path: str, config: dict, provenance: dict |
 
 
 def _bench(layout: str, family: str | None) -> str:
-    """Whether `bench`'s own runner runs this folder, by the runner's own family list (runner/mtp.py)."""
-    from ..runner.mtp import RUNNER_MTP_FAMILIES
+    """Whether `bench`'s own runner runs this folder, by the runner's own family list (runner/mtp_head.py)."""
+    from ..runner.mtp_head import RUNNER_MTP_FAMILIES
 
     if layout != "vllm":
         return ("no: the bench runner and vLLM read the vllm layout; extract with --to vllm to bench, or serve this "

@@ -10,12 +10,13 @@ from ..checkpoint.ranks.checkpoint import RankedCheckpoint
 from ..draft.load import DraftHead, load_draft
 from ..errors import EagleConvertError
 from ..io.safetensors import SAFETENSORS_CODES
+from ..kinds import KINDS, HeadKind, kind_of
 from ..layouts import LAYOUTS
 from ..layouts.base import SOURCE_LIMIT_KEY
-from ..layouts.rope import engine_limit
 from ..mtp.folder import extracted_layout
 from ..positions.checks import PositionOptions, check_positions, text_view
-from ..targets.read import TargetInfo, read_target
+from ..rope.schedule import engine_limit
+from ..targets.target_info import TargetInfo, read_target
 from ..vocab.check import check_map
 from ..vocab.head import head_facts
 from .mtp import PROVENANCE, mtp_section
@@ -76,9 +77,12 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
                                              role="target", pattern=target_pattern).checkpoint)
     report = InspectReport(path=str(path), layout=None, layout_reason=None, kind=None, config=ckpt.config,
                            tensors=tensors, notes=list(ref.notes))
-    mtp_layout = extracted_layout(ckpt.config, ckpt.names())
-    if mtp_layout:  # before the target check: an MTP folder has the target's config, but no trunk
-        return _mtp_report(report, ckpt, mtp_layout, target_info)
+    kind = KINDS[kind_of(ckpt.config, frozenset(ckpt.names()))]
+    # Before the target check: a head extracted from its target (MTP) alone in a folder has the target's config, but
+    # no trunk; one still inside its target is the target's report.
+    extracted = None if kind.from_draft_checkpoint else extracted_layout(ckpt.config, ckpt.names())
+    if extracted:
+        return _mtp_report(report, ckpt, kind, extracted, target_info)
     if target is None and looks_like_target(ckpt):
         return _target_report(report, ckpt)
     try:
@@ -112,9 +116,9 @@ def _vocab_findings(report: InspectReport, head: DraftHead, target: TargetInfo |
             report.notes.append(f"vocab map {f.name}: {f.message} ({f.engines})")
 
 
-def _mtp_report(report: InspectReport, ckpt, layout: str, target: TargetInfo | None) -> InspectReport:
+def _mtp_report(report: InspectReport, ckpt, kind: HeadKind, layout: str, target: TargetInfo | None) -> InspectReport:
     section, problems, notes = mtp_section(ckpt, layout, report.path, target.config if target else None)
-    report.layout, report.kind, report.mtp = f"mtp-{layout}", "mtp", section
+    report.layout, report.kind, report.mtp = f"mtp-{layout}", kind.name, section
     report.layout_reason = (f"{section.get('title') or 'MTP'} layer(s) alone, no trunk: "
                             + ("SGLang's NextN layout (architecture " + ", ".join(ckpt.config.get("architectures"))
                                + ", layer renumbered to 0)" if layout == "sglang" else

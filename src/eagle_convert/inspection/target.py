@@ -9,7 +9,7 @@ from ..layouts.registry import detect_layout
 from ..mtp.locate import describe_mtp
 from ..targets import CAUSAL_LM, family_for
 from ..targets.quant import quantization_summary, stored_names
-from ..targets.read import read_target
+from ..targets.target_info import read_target
 
 
 def looks_like_target(ckpt: Checkpoint) -> bool:

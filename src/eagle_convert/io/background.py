@@ -18,6 +18,9 @@ from .interrupts import shielded
 CANCEL = threading.Event()  # set by finish(): every background loop stops at its next step
 _threads: set[threading.Thread] = set()
 _lock = threading.Lock()
+# How each piece of per-conversion reading state (the read-ahead, the pre-hash) is forgotten: registered by the module
+# that holds it (readahead.py, digest.py), which imports this one, so that this module names none of them.
+_forgetters: list[Callable[[], None]] = []
 
 
 class Cancelled(Exception):
@@ -65,6 +68,20 @@ def finish() -> None:
             with _lock:
                 _threads.discard(thread)
     CANCEL.clear()  # only once nothing runs: an interrupted join leaves the rest cancelled
+
+
+def forget_at_end(forget: Callable[[], None]) -> None:
+    """Register how a piece of reading state is forgotten when a conversion ends (`end_reads`)."""
+    _forgetters.append(forget)
+
+
+def end_reads() -> None:
+    """End what a conversion (`convert`, `convert --mtp`) and the CLI's early reads started: forget the read-ahead
+    and pre-hash state (a long-lived process must not trust a range read long ago), then cancel and join every
+    background thread."""
+    for forget in _forgetters:
+        forget()
+    finish()
 
 
 atexit.register(finish)

@@ -145,6 +145,7 @@ class Prehasher:
 
 
 PREHASH = Prehasher()
+background.forget_at_end(PREHASH.forget)  # forgotten when a conversion ends (background.end_reads)
 
 
 def torch_zip_records(path: str | os.PathLike) -> list[tuple[int, int]]:

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import EXISTS_HINT, OUT_OPTION, OutputPathError, option
 from .source import LocalSource
 
 
@@ -49,3 +50,19 @@ def find_overlap(out: Path, inputs: list[tuple[str, object]]) -> Overlap | None:
             if out == folder or out in folder.parents or folder in out.parents:
                 return Overlap(label, shown, folder)
     return None
+
+
+def check_out_path(out: Path, inputs: list, force: bool) -> None:
+    """Refuse an output folder that would touch an input: by where the input files really are (symlinks followed,
+    a repo's cache folders), since --force replaces the whole output folder. `inputs`: the opened inputs
+    (checkpoint/open.py InputRef: a label and a checkpoint's source), of `convert` and `convert --mtp` alike."""
+    out = out.resolve()
+    overlap = find_overlap(out, [(ref.label, ref.checkpoint.source) for ref in inputs])
+    if overlap is not None:
+        raise OutputPathError(f"The output folder {out} overlaps the input {overlap.input_label}: "
+                              f"{overlap.file} lives in {overlap.folder}, so writing the output (or replacing it "
+                              f"with {option('force')}) would modify the input.",
+                              f"Pick another {OUT_OPTION} folder, outside every input and its real files; inputs are "
+                              "never modified.")
+    if out.exists() and not force:
+        raise OutputPathError(f"{out} already exists.", EXISTS_HINT)

@@ -135,3 +135,4 @@ def _available_memory() -> int:
 
 
 WARMER = Warmer()  # one per process: the CLI starts it on the draft before torch loads, the converter adds the rest
+background.forget_at_end(WARMER.forget)  # forgotten when a conversion ends (background.end_reads)

@@ -1,6 +1,6 @@
 """Where a checkpoint's bytes come from. A checkpoint reads its files only through a `FileSource`, so the same
-code reads a local folder or a Hugging Face repo (io/hub/source.py provides the remote one), and so the benchmark can
-count exactly what was read."""
+code reads a local folder or a Hugging Face repo (io/hub/hub_source.py provides the remote one), and so the benchmark
+can count exactly what was read."""
 
 from __future__ import annotations
 

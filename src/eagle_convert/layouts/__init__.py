@@ -1,8 +1,8 @@
 """The layouts. Importing this package registers them all; `detect_priority` orders detection."""
 
-# The import order is the registration order: LAYOUTS, the generated tables and inspect's hints list layouts so.
+# Each import registers its layout, in this order: LAYOUTS, the generated tables and inspect's hints list them so.
 # isort: off
-from . import vllm_v0, speculators, modelopt, eagle3, sglang, eagle1, vllm  # noqa: F401  (registers them)
+from . import vllm_v0, speculators, modelopt, eagle3, sglang, eagle1, vllm, mtp_vllm, mtp_sglang  # noqa: F401
 # isort: on
 from .base import CANONICAL_NAMES, Layout, OutputContext
 from .registry import LAYOUTS, detect_layout, get_layout, output_layouts

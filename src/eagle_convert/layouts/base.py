@@ -11,9 +11,9 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from ..kinds import EAGLE1_NAMES, EAGLE3_BASE_NAMES, EAGLE3_NAMES, KINDS, LAYER  # noqa: F401  (re-exported)
+from ..kinds import KINDS
+from ..rope.schedule import limit_sets_schedule, output_rope_fields
 from ..spec import DraftSpec
-from .rope import limit_sets_schedule, output_rope_fields
 
 # Canonical tensor names live with their head kind (kinds.py); these names stay for the layouts that use them.
 # The draft's own max_position_embeddings, recorded in an output whose limit convert raised: evidence of the context
@@ -73,6 +73,9 @@ class Layout:
     nested_aux_offset: int = 0
     # The serve flag that loads a hot-token map (FR-Spec) for an EAGLE-1/2 head; None: the engine has none.
     token_map_flag: str | None = None
+    # Written from the target alone (`convert --mtp TARGET --to <to>`): the head lives inside the target (MTP layers,
+    # extracted.py). Such layouts are never a draft's input, a `convert DRAFT --to` choice, or a row of the tables.
+    from_target: bool = False
 
     # ---- input side ---------------------------------------------------------------------------------------------
     def detect(self, config: dict, names: frozenset[str]) -> str | None:

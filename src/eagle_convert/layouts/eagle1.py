@@ -3,7 +3,7 @@ bias flag), `fc.weight` over [embedding ; feature], `layers.0.*` without an inpu
 
 from __future__ import annotations
 
-from ..spec import EAGLE1
+from ..kinds import EAGLE1
 from .base import Layout, has_layer_prefix
 from .registry import register
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from ..errors import LayoutError
-from ..spec import EAGLE3
-from .base import LAYER, Layout, has_layer_prefix, rename_prefix
+from ..kinds import EAGLE3, LAYER
+from .base import Layout, has_layer_prefix, rename_prefix
 from .registry import register
 
 MIDLAYER = "midlayer."

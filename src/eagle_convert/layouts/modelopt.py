@@ -15,8 +15,8 @@ likewise), so they are read +1 into ours (the input of layer i), as SGLang does.
 from __future__ import annotations
 
 from ..errors import LayoutError
-from ..spec import EAGLE3
-from .base import LAYER, Layout, has_layer_prefix, rename_prefix
+from ..kinds import EAGLE3, LAYER
+from .base import Layout, has_layer_prefix, rename_prefix
 from .eagle3 import MIDLAYER, legacy_eagle3_name
 from .registry import register
 

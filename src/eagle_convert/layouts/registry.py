@@ -1,4 +1,8 @@
-"""The one list of layouts. CLI choices, detection order and the layouts table of docs/layouts.md all come from here."""
+"""The one list of layouts. CLI choices, detection order and the layouts table of docs/layouts.md all come from here.
+
+It holds the layouts a draft checkpoint is read from or converted to (`convert DRAFT --target T --to`) and the
+layouts a head inside its target is extracted to (`convert --mtp T --to`, `from_target`); `draft_layouts` is the
+first group, which the tables, detection and `convert DRAFT`'s choices list."""
 
 from __future__ import annotations
 
@@ -13,13 +17,18 @@ def register(cls):
     return cls
 
 
+def draft_layouts() -> dict[str, Layout]:  # noqa: F821
+    """The layouts of a draft checkpoint (read, or written by `convert DRAFT`), in registration order."""
+    return {name: layout for name, layout in LAYOUTS.items() if not layout.from_target}
+
+
 def output_layouts() -> list[str]:
-    return [name for name, layout in LAYOUTS.items() if layout.writable]
+    return [name for name, layout in draft_layouts().items() if layout.writable]
 
 
 def served_as_stored(engine: str) -> list[str]:
     """The layouts `engine` loads as they are stored (no conversion needed)."""
-    return [name for name, layout in LAYOUTS.items() if engine in layout.served_by]
+    return [name for name, layout in draft_layouts().items() if engine in layout.served_by]
 
 
 def output_layouts_for(kind: str) -> list[str]:
@@ -45,14 +54,21 @@ def default_layouts_said() -> str:
 
 
 def get_layout(name: str):
-    if name not in LAYOUTS:
-        raise LayoutError(f"Unknown layout {name!r}.", f"Choose one of: {', '.join(LAYOUTS)}.")
-    return LAYOUTS[name]
+    """A draft layout by name (`convert DRAFT --to`, a head's own layout)."""
+    layouts = draft_layouts()
+    if name not in layouts:
+        raise LayoutError(f"Unknown layout {name!r}.", f"Choose one of: {', '.join(layouts)}.")
+    return layouts[name]
+
+
+def extraction_layouts(kind: str) -> dict[str, Layout]:  # noqa: F821
+    """--to value -> layout, for a `kind` head extracted from inside its target (`convert --mtp T --to`)."""
+    return {LAYOUTS[name].to: LAYOUTS[name] for name in output_layouts_for(kind) if LAYOUTS[name].from_target}
 
 
 def detect_layout(config: dict, names: frozenset[str]):
     """(layout, reason) for the first layout that recognises the checkpoint, or (None, what was found)."""
-    for layout in sorted(LAYOUTS.values(), key=lambda layout: layout.detect_priority):
+    for layout in sorted(draft_layouts().values(), key=lambda layout: layout.detect_priority):
         reason = layout.detect(config, names)
         if reason:
             return layout, reason
@@ -62,7 +78,7 @@ def detect_layout(config: dict, names: frozenset[str]):
 def markdown_table() -> str:
     """The README's layout table, generated from the registry (a test keeps the README in sync)."""
     rows = ["| layout | read | write | heads | loaded by | what it is |", "|---|---|---|---|---|---|"]
-    for layout in sorted(LAYOUTS.values(), key=lambda layout: (layout.writable, layout.detect_priority)):
+    for layout in sorted(draft_layouts().values(), key=lambda layout: (layout.writable, layout.detect_priority)):
         rows.append(f"| `{layout.name}` | {'yes' if layout.readable else 'no'} | "
                     f"{'yes' if layout.writable else 'no'} | "
                     f"{', '.join(KINDS[k].title for k in layout.kinds)} | {layout.engine} | "

@@ -8,11 +8,9 @@ import re
 import shlex
 
 from ..errors import option
-from ..spec import EAGLE1, EAGLE3, DraftSpec
+from ..kinds import EAGLE1, EAGLE3, EAGLE3_NAMES, LAYER
+from ..spec import DraftSpec
 from .base import (
-    EAGLE1_NAMES,
-    EAGLE3_NAMES,
-    LAYER,
     DerivedTensor,
     EmbeddingRule,
     Layout,
@@ -72,9 +70,8 @@ class SGLang(Layout):
         return super().refusal(spec, canonical)
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
-        arch = "LlamaForCausalLMEagle3" if spec.kind == EAGLE3 else "LlamaForCausalLMEagle"
-        cfg = base_inner_config(spec, ctx, architecture=arch, model_type="llama")
-        if spec.kind == EAGLE3:
+        cfg = base_inner_config(spec, ctx, architecture=spec.head_kind.sglang_architecture, model_type="llama")
+        if spec.head_kind.aux_states:
             # SGLang reads the aux ids from eagle_config only and adds 1 (they count layer outputs; ours count layer
             # inputs): spec_aux_hidden_state.py:186-193, models/llama.py:929-941. One convention per file: no top level.
             del cfg["eagle_aux_hidden_state_layer_ids"]
@@ -82,13 +79,13 @@ class SGLang(Layout):
         return cfg
 
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
-        if spec.kind == EAGLE3:
+        if spec.head_kind.aux_states:  # LlamaForCausalLMEagle3, whose layer 0 is `midlayer`
             return {sglang_eagle3_name(n): n for n in sorted(eagle3_output_roles(spec, canonical)) if n in EAGLE3_NAMES}
-        return {n: n for n in sorted(canonical) if n in EAGLE1_NAMES and n != "lm_head.weight"}
+        return {n: n for n in sorted(canonical) if n in spec.head_kind.canonical_names and n != "lm_head.weight"}
 
     def derived_tensors(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, DerivedTensor]:
         # LlamaForCausalLMEagle's fc always has a bias: a head without one gets explicit zeros
-        if spec.kind == EAGLE1 and "fc.bias" not in canonical:
+        if not spec.head_kind.aux_states and "fc.bias" not in canonical:
             return {"fc.bias": DerivedTensor("fc.bias", (spec.hidden_size,))}
         return {}
 
@@ -107,14 +104,13 @@ class SGLang(Layout):
             hint=f"Use {VLLM_LAYOUTS} (vLLM keeps a draft embedding that differs from the target's).")
 
     def dropped_reasons(self, spec: DraftSpec) -> dict[str, str]:
-        if spec.kind == EAGLE1:
+        if spec.head_kind.target_lm_head:
             return {"lm_head.weight": "SGLang shares the target's LM head with an EAGLE-1 draft"}
         return {}
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
-        algo = "EAGLE3" if spec.kind == EAGLE3 else "EAGLE"
         return (f"python -m sglang.launch_server --model {shlex.quote(ctx.target_label)} "
-                f"--speculative-algorithm {algo} "
+                f"--speculative-algorithm {spec.head_kind.sglang_algorithm} "
                 f"--speculative-draft-model-path {shlex.quote(ctx.out_label)} "
                 f"--speculative-num-steps {ctx.num_speculative_tokens} "
                 f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {ctx.num_speculative_tokens + 1}"

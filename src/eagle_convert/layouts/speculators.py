@@ -6,7 +6,8 @@ from __future__ import annotations
 import shlex
 
 from ..errors import option
-from ..spec import EAGLE3, DraftSpec
+from ..kinds import EAGLE3
+from ..spec import DraftSpec
 from .base import Layout, OutputContext, base_inner_config, eagle3_fields
 from .registry import register
 from .vllm import EAGLE3_IDENTITY_D2T, eagle3_fc_bias_refusal, eagle3_names
@@ -39,7 +40,7 @@ class Speculators(Layout):
         return flat
 
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
-        if spec.kind != EAGLE3:
+        if spec.kind not in self.kinds:
             return ("the speculators format describes EAGLE-3 heads only (vLLM reads no EAGLE-1 speculators "
                     f"config); use {option('to', 'vllm')} for vLLM V1 `method: eagle`")
         return eagle3_fc_bias_refusal(spec)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..spec import EAGLE3, DraftSpec
-from .base import EAGLE3_BASE_NAMES
+from ..kinds import EAGLE3, EAGLE3_BASE_NAMES
+from ..spec import DraftSpec
 from .registry import LAYOUTS, output_layouts_for
 
 _BASE = DraftSpec(kind=EAGLE3, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
@@ -14,10 +14,10 @@ _BASE = DraftSpec(kind=EAGLE3, hidden_size=4096, num_attention_heads=32, num_key
                   max_position_embeddings=131072, draft_vocab_size=32000, target_hidden_size=4096,
                   aux_layer_ids=(2, 16, 29))
 
-# (variant, spec changes, {layout: how the cell is checked}); R = tests/test_variants.py (runner against a plain-torch
-# implementation of the variant, round trip with identical draft outputs, every flag in the written config);
-# V = tests/test_vllm_variants.py / test_vllm.py (real vLLM 0.32: counters and tokens equal bench's);
-# S = tests/test_sglang.py (real SGLang 0.5.23 loader: every parameter equals its tensor, SGLang's view of the
+# (variant, spec changes, {layout: how the cell is checked}); R = tests/conversion/test_variants.py (runner against a
+# plain-torch implementation of the variant, round trip with identical draft outputs, every flag in the written config);
+# V = tests/engines/test_vllm_variants.py / test_vllm.py (real vLLM 0.32: counters and tokens equal bench's);
+# S = tests/engines/test_sglang.py (real SGLang 0.5.23 loader: every parameter equals its tensor, SGLang's view of the
 # variant equals the head's); refusals: test_variants.py (one paragraph, exit 1, nothing written). V*: vLLM loads and
 # runs it with bench's counters, but that pair's counters do not change when the flag is dropped (bench shows the same
 # numbers without it), so only R shows the flag is honoured.

@@ -4,8 +4,9 @@ the draft vocabulary is smaller, `norm_before_residual: false` explicit, aux lay
 
 from __future__ import annotations
 
-from ..spec import EAGLE1, EAGLE3, DraftSpec
-from .base import EAGLE1_NAMES, EAGLE3_NAMES, Layout, OutputContext, base_inner_config, has_layer_prefix
+from ..kinds import EAGLE1, EAGLE3, EAGLE3_NAMES
+from ..spec import DraftSpec
+from .base import Layout, OutputContext, base_inner_config, has_layer_prefix
 from .registry import register
 
 # EAGLE-1 tensors vLLM V1 refuses or mis-loads: the LM head and embedding come from the target.
@@ -40,14 +41,14 @@ class VllmV1(Layout):
         return base_inner_config(spec, ctx, architecture=arch, model_type=model_type)
 
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
-        if spec.kind == EAGLE1:
+        if spec.head_kind.target_lm_head:  # EAGLE-1
             # fc.bias has no place in V1: the plan refuses, drops or folds it (--fc-bias).
             return {n: n for n in sorted(canonical)
-                    if n in EAGLE1_NAMES and n not in V1_EAGLE1_EXCLUDED and n != "fc.bias"}
+                    if n in spec.head_kind.canonical_names and n not in V1_EAGLE1_EXCLUDED and n != "fc.bias"}
         return eagle3_names(spec, canonical)
 
     def dropped_reasons(self, spec: DraftSpec) -> dict[str, str]:
-        return dict(V1_EAGLE1_EXCLUDED) if spec.kind == EAGLE1 else EAGLE3_IDENTITY_D2T
+        return dict(V1_EAGLE1_EXCLUDED) if spec.head_kind.target_lm_head else EAGLE3_IDENTITY_D2T
 
 
 # With a full draft vocabulary d2t is the identity (validate.py proves it), and vLLM refuses to load one.

@@ -6,8 +6,9 @@ from __future__ import annotations
 import shlex
 
 from ..errors import option
-from ..spec import EAGLE1, DraftSpec
-from .base import EAGLE1_NAMES, Layout, OutputContext, base_inner_config, vllm_serve_command
+from ..kinds import EAGLE1, EAGLE1_NAMES
+from ..spec import DraftSpec
+from .base import Layout, OutputContext, base_inner_config, vllm_serve_command
 from .registry import register
 
 
@@ -34,7 +35,7 @@ class VllmV0(Layout):
         return flat
 
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
-        if spec.kind != EAGLE1:
+        if spec.kind not in self.kinds:
             return (f"vLLM v0 had no EAGLE-3 support; use {option('to', 'vllm')} (V1, method eagle3), speculators or "
                     "sglang")
         return None

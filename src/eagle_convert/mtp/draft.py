@@ -5,16 +5,19 @@ Engines build the MTP module from the *target's* config, so a folder's config mu
 compared and a difference is refused. The layers are found and checked complete as extraction checks them
 (locate.find_mtp): vLLM itself loads a layer with a tensor missing without a word. Canonical names, what the runner
 reads, are a layer's own names under `layers.{i}.` (MiMo: `model.mtp_layers.0.input_proj.weight` ->
-`layers.0.input_proj.weight`); copies of the embedding and LM head are left out, as vLLM shares the target's."""
+`layers.0.input_proj.weight`); copies of the embedding and LM head are left out, as vLLM shares the target's.
+
+Importing this module fills MTP's row in the kinds table (kinds.py): its recogniser (`looks_mtp`), its reader and its
+spec builder, so that `draft.load.open_head` reads an MTP head like any other."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..checkpoint.index import Checkpoint, TensorRef
-from ..draft.load import common_fields
+from ..draft.load import DraftHead, build_spec
 from ..errors import LayoutError
-from ..kinds import MTP
+from ..kinds import MTP, register
 from ..spec import DraftSpec
 from .families import HIDDEN_EMB, MtpFamily, family_for, text_config
 from .folder import extracted_layout
@@ -27,13 +30,10 @@ SAME = ("architectures", "model_type", "hidden_size", "num_hidden_layers", "voca
 
 
 @dataclass(frozen=True)
-class MtpDraft:
-    checkpoint: Checkpoint
+class MtpDraft(DraftHead):
+    """A DraftHead of the MTP kind: no draft layout (`layout` None), the MTP family it belongs to instead."""
     family: MtpFamily
-    spec: DraftSpec
-    tensors: dict[str, TensorRef]  # canonical name -> where it is stored
     from_target: bool  # the checkpoint holds the trunk too (it is a target, not an extraction)
-    notes: tuple[str, ...]
 
     @property
     def layout_name(self) -> str:
@@ -52,7 +52,8 @@ def looks_mtp(config: dict, names) -> bool:
 
 def load_mtp_draft(ckpt: Checkpoint, target_config: dict, *, label: str | None = None,
                    drop: tuple[str, ...] = ()) -> MtpDraft:
-    """The MTP layers of `ckpt`, complete (or refused by name), as a draft of the target whose config is given."""
+    """The MTP layers of `ckpt`, complete (or refused by name), as a draft of the target whose config is given (MTP's
+    reader in the kinds table: reached through draft.load.open_head)."""
     label = label or ckpt.label
     if drop:
         raise LayoutError(f"--drop does not apply to the MTP head {label}: engines load the MTP layer whole.",
@@ -77,8 +78,9 @@ def load_mtp_draft(ckpt: Checkpoint, target_config: dict, *, label: str | None =
     if layers.copies:
         notes.append(f"{', '.join(layers.copies)}: not used (engines share the target's embedding and LM head)")
     from_target = extracted_layout(ckpt.config, names) is None
-    spec = mtp_spec(config, tensors, common_fields(config, notes, label), target_config, notes, label)
-    return MtpDraft(ckpt, family, spec, tensors, from_target, tuple(notes))
+    spec = build_spec(MTP, config, tensors, target_config, notes, label)
+    return MtpDraft(ckpt, None, f"the MTP layers of a {family.name} target", spec, tensors, (), tuple(notes),
+                    family=family, from_target=from_target)
 
 
 def check_same_target(config: dict, target_config: dict, label: str) -> None:
@@ -96,3 +98,6 @@ def mtp_spec(cfg, tensors, common, target_config, notes, label, nested_aux_offse
     qkv_bias = any(name.endswith("self_attn.q_proj.bias") for name in tensors)
     return DraftSpec(kind=MTP, qkv_bias=qkv_bias, base_model_type=str(cfg.get("model_type") or "qwen2"),
                      mtp_family=family.name, mtp_hidden_first=family.concat == HIDDEN_EMB, **common)
+
+
+register(MTP, recognise=looks_mtp, reader=load_mtp_draft, spec_builder=mtp_spec)

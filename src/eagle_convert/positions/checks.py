@@ -1,5 +1,5 @@
 """Position and RoPE checks, from configs alone: the draft's position limit against the target's and a
-`--max-model-len`, the draft's RoPE schedule against the target's as engines compute them (layouts/rope.py), the two
+`--max-model-len`, the draft's RoPE schedule against the target's as engines compute them (rope/schedule.py), the two
 keys a schedule can be stated in, a sliding window, and the context the head was made for. `inspect` reports them;
 `convert` and `bench` run them first and refuse a RoPE error (`refuse_rope_errors`).
 
@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from ..errors import RopeMismatchError
 from ..layouts.base import SOURCE_LIMIT_KEY
-from ..layouts.rope import READERS, Rope, engine_limit, engine_rope, type_conflict
+from ..rope.schedule import READERS, Rope, engine_limit, engine_rope
+from ..rope.types import type_conflict
 from .texts import ENGINE_PAST_LIMIT, ENGINE_WINDOWS, TAU_PAST_TRAINING
 
 ERROR, WARNING, INFO = "error", "warning", "info"

@@ -18,7 +18,7 @@ ENGINE_PAST_LIMIT = {
               "refuses to start when it passes the draft's own (configs/model_config.py:1296-1316) unless "
               "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, which raises the draft's limit and drafts on: prompts "
               "past a 2048 head's limit ran slower than no speculation (sglang#6783)",
-    "ours": "bench's runner stops drafting past the draft's limit as vLLM's V1 runner does (runner/positions.py: "
+    "ours": "bench's runner stops drafting past the draft's limit as vLLM's V1 runner does (runner/draft_gate.py: "
             "the rounds verify k dummy zeros and are reported as drafting disabled); it refuses a prompt past the "
             "target's limit (benchmark/prompts.py)",
 }

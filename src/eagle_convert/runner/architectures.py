@@ -2,7 +2,8 @@
 
 Which families the runner runs is the target families' table (targets/: `runner` set; a multimodal wrapper runs its
 language model's row, text-only). The architecture classes each row accepts come from that table too, so a new family
-for `bench` is its row in targets/ plus its row here; tests/test_runner_targets.py holds the two tables together."""
+for `bench` is its row in targets/ plus its row here; tests/runner/test_runner_targets.py holds the two tables
+together."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ class Architecture:
     o_bias: bool = False  # attention_bias also biases o_proj (llama, qwen3; not qwen2's fixed biases)
     mlp_bias: bool = False  # the config's mlp_bias is honoured (llama)
     qk_norm: bool = False  # qwen3: RMS norm per head on q and k, before RoPE
-    moe: bool = False  # experts in (some) layers: runner/moe.py
+    moe: bool = False  # experts in (some) layers: runner/moe_mlp.py
     # How the config's sliding_window applies: "every_layer" (HF applies it on every layer, ignoring layer_types),
     # "uniform" (every layer, when use_sliding_window), "layer_types" (per layer_types / max_window_layers, when
     # use_sliding_window), None (full attention)

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from eagle_convert.errors import MissingTensorError, ShapeMismatchError, UnsupportedConversionError
-from eagle_convert.runner.hot_tokens import restrict_lm_head
-from eagle_convert.runner.layers import (
+from ..errors import MissingTensorError, ShapeMismatchError
+from ..kinds import EAGLE1, EAGLE3, check_takes_token_map, register
+from ..spec import DraftSpec, default_aux_layer_ids
+from .hot_tokens import restrict_lm_head
+from .layers import (
     GetTensor,
     TreeAttention,
     as_positions,
@@ -28,10 +30,9 @@ from eagle_convert.runner.layers import (
     owned_copy,
     rms_norm,
 )
-from eagle_convert.runner.masks import ForwardMasks
-from eagle_convert.runner.model import TargetOutput, draft_sliding_windows, rope_from_hf
-from eagle_convert.runner.rope import RotaryTable
-from eagle_convert.spec import DraftSpec, default_aux_layer_ids
+from .masks import ForwardMasks
+from .model import TargetOutput, draft_sliding_windows, rope_from_hf
+from .rotary_table import RotaryTable
 
 
 @dataclass
@@ -54,8 +55,9 @@ def _optional(get: GetTensor, name: str) -> torch.Tensor | None:
         return None
 
 
-class DraftHead:
-    """What the speculation loop needs from any head."""
+class HeadModule:
+    """What the speculation loop needs from any head: the torch module of a checkpoint's head (draft/load.py's
+    DraftHead), one class per kind (kinds.py `runner_head`)."""
 
     spec: DraftSpec
     # [head vocab] -> target id of each head token; None where head ids already are target ids (EAGLE-1).
@@ -84,6 +86,10 @@ class DraftHead:
         self.post_norm = get("layers.0.post_attention_layernorm.weight")
         self.mlp = load_mlp(get, "layers.0.")
 
+    @classmethod
+    def check_runs(cls, spec: DraftSpec, label: str) -> None:
+        """Refuse, before any target loads, a head of this kind the runner cannot run (MtpHead: its family)."""
+
     def reserve(self, positions: int) -> None:
         """Every layer's cache allocated for `positions` now (see KVCache.reserve)."""
         self.attention.cache.reserve(positions)
@@ -108,7 +114,7 @@ class DraftHead:
         return head_ids if self.draft_to_target is None else self.draft_to_target[head_ids]
 
 
-class Eagle1Head(DraftHead):
+class Eagle1Head(HeadModule):
     """x = fc([E(t) ; f]) (+b); y = x + Attn(x) (no input norm); f^ = y + MLP(RMS_post(y));
     logits = target_lm_head(f^). With `hot_token_ids` (a hot-token map, runner/hot_tokens.py) the LM head keeps only
     those rows, sliced here once, and head id i is target id hot_token_ids[i]."""
@@ -152,7 +158,7 @@ class PlainLayer:
     mlp: object
 
 
-class Eagle3Head(DraftHead):
+class Eagle3Head(HeadModule):
     """g = fc(C(f)) for target features f of n aux states (skipped for fed-back rows, and for use_aux_hidden_state
     false, where f is the target's last hidden state), C = RMS_input_norm over the concatenation (norm_before_fc) and/or
     one RMS per aux state (fc_norm); u = g + Attn([RMS_in(E(t)) ; RMS_hidden(g)]) (RMS_hidden(g) + Attn(...) with
@@ -247,27 +253,27 @@ class Eagle3Head(DraftHead):
 
 def build_draft_head(spec: DraftSpec, get_tensor: GetTensor, *, target_embedding: torch.Tensor,
                      target_lm_head: torch.Tensor, dtype=torch.float32, device="cpu",
-                     hot_token_ids: torch.Tensor | None = None) -> DraftHead:
+                     hot_token_ids: torch.Tensor | None = None) -> HeadModule:
     """`get_tensor` reads canonical names and must raise KeyError for a tensor the checkpoint lacks.
     `hot_token_ids`: a hot-token map (runner/hot_tokens.py), for kinds that draft with the target's LM head."""
-    head_class = spec.head_kind.head_class()  # kinds.py names each kind's head class
+    head_class = head_module_class(spec)
     if hot_token_ids is None:
         return head_class(spec, get_tensor, target_embedding=target_embedding, target_lm_head=target_lm_head,
                           dtype=dtype, device=device)
-    check_takes_token_map(spec)
+    check_takes_token_map(spec.head_kind)
     return head_class(spec, get_tensor, target_embedding=target_embedding, target_lm_head=target_lm_head,
                       dtype=dtype, device=device, hot_token_ids=hot_token_ids)
 
 
-def check_takes_token_map(spec: DraftSpec) -> None:
-    """A hot-token map restricts the target's LM head; a head with a vocabulary of its own (EAGLE-3: d2t) has none to
-    restrict, and SGLang ignores --speculative-token-map for EAGLE3 with a warning (eagle_worker.py)."""
-    if not spec.head_kind.target_lm_head:
-        raise UnsupportedConversionError(
-            f"A hot-token map restricts the target's LM head, which an {spec.head_kind.title} head does not draft "
-            "with: its draft vocabulary is its own, fixed by training (d2t), and SGLang ignores "
-            "--speculative-token-map for EAGLE3 heads (eagle_worker.py: 'EAGLE3 models already have this').",
-            "Bench the head without --token-map; `eagle-convert vocab-map check HEAD` shows its own map.")
+def head_module_class(spec: DraftSpec) -> type[HeadModule]:
+    """The runner's head module for the spec's kind, as its row in kinds.py holds it."""
+    import eagle_convert.runner.mtp_head  # noqa: F401  (registers MtpHead into MTP's row; it imports this module)
+
+    return spec.head_kind.head_class()
+
+
+register(EAGLE1, runner_head=Eagle1Head)
+register(EAGLE3, runner_head=Eagle3Head)
 
 
 def aux_layer_ids_for(spec: DraftSpec, num_target_layers: int) -> tuple[int, ...]:

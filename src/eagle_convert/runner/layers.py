@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from eagle_convert.runner.masks import ForwardMasks, attend
+from .masks import ForwardMasks, attend
 
 if TYPE_CHECKING:
-    from eagle_convert.runner.rope import RotaryTable
+    from .rotary_table import RotaryTable
 
 GetTensor = Callable[[str], torch.Tensor]
 

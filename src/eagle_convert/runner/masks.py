@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 if TYPE_CHECKING:  # layers.py imports this module
-    from eagle_convert.runner.layers import TreeAttention
+    from .layers import TreeAttention
 
 NO_MASK, CAUSAL = "none", "causal"
 

@@ -18,15 +18,16 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from eagle_convert.errors import UnsupportedModelError
-from eagle_convert.runner.architectures import (
+from ..errors import UnsupportedModelError
+from ..rope.types import DEFAULT_ROPE_THETA, LIMIT, ORIGINAL, ROPE_TYPES
+from .architectures import (
     ALWAYS,
     ARCHITECTURES,
     FROM_CONFIG,
     SUPPORTED_ARCHITECTURES,
     supported_targets_line,
 )
-from eagle_convert.runner.layers import (
+from .layers import (
     Attention,
     GetTensor,
     Mlp,
@@ -37,10 +38,10 @@ from eagle_convert.runner.layers import (
     load_mlp,
     rms_norm,
 )
-from eagle_convert.runner.masks import ForwardMasks
-from eagle_convert.runner.moe import MoeMlp, is_moe_layer, load_moe
-from eagle_convert.runner.precision import pin_exact_fp32
-from eagle_convert.runner.rope import REQUIRED_PARAMS, ROPE_TYPES, RotaryTable
+from .masks import ForwardMasks
+from .moe_mlp import MoeMlp, is_moe_layer, load_moe
+from .precision import pin_exact_fp32
+from .rotary_table import RotaryTable
 
 SUPPORTED_ROPE_TYPES = tuple(ROPE_TYPES)
 # Rows per prefill forward (runner/prefill.py): small enough that an 8k-32k prompt fits on a CPU (one chunk's
@@ -76,7 +77,7 @@ class TargetConfig:
     mlp_bias: bool
     qk_norm: bool  # qwen3: RMS norm per head on q and k, before RoPE
     sliding_windows: tuple[int | None, ...]  # per layer; None = full attention
-    moe_layers: tuple[bool, ...] = ()  # per layer: experts (runner/moe.py) instead of a dense MLP
+    moe_layers: tuple[bool, ...] = ()  # per layer: experts (runner/moe_mlp.py) instead of a dense MLP
 
     @classmethod
     def from_hf(cls, config: dict) -> TargetConfig:
@@ -119,9 +120,10 @@ def rope_from_hf(config: dict) -> tuple[float, dict | None]:
     """(theta, scaling) from `rope_theta`/`rope_scaling` or transformers 5's `rope_parameters`, completed as
     transformers' `standardize_rope_params` completes it. As in transformers, `rope_scaling` wins over
     `rope_parameters`, and a theta inside the dict wins over the top level. The scaling dict carries what its type
-    needs from the config (original and current position limits), so runner/rope.py reads nothing else."""
+    needs from the config (original and current position limits), so runner/rotary_table.py reads nothing else. What
+    each type defaults and needs is its row in rope/types.py."""
     params = dict(config.get("rope_scaling") or config.get("rope_parameters") or {})
-    theta = float(params.pop("rope_theta", None) or config.get("rope_theta") or 10000.0)
+    theta = float(params.pop("rope_theta", None) or config.get("rope_theta") or DEFAULT_ROPE_THETA)
     rope_type = params.pop("rope_type", None) or params.pop("type", None) or "default"
     params.pop("type", None)
     if rope_type not in SUPPORTED_ROPE_TYPES:
@@ -130,16 +132,13 @@ def rope_from_hf(config: dict) -> tuple[float, dict | None]:
         raise _unsupported("partial_rotary_factor != 1")
     if rope_type == "default":
         return theta, None
-    max_len = config.get("max_position_embeddings")
-    if rope_type in ("llama3", "yarn", "longrope"):  # a top-level original limit wins (Phi-3's layout)
-        original = config.get("original_max_position_embeddings") or params.get("original_max_position_embeddings")
-        params["original_max_position_embeddings"] = original or max_len
-    if rope_type in ("yarn", "longrope") and params.get("factor") is None and max_len:
-        params["factor"] = max_len / params["original_max_position_embeddings"]
+    row, max_len = ROPE_TYPES[rope_type], config.get("max_position_embeddings")
+    if row.params.get(ORIGINAL) == LIMIT:  # a top-level original limit wins (Phi-3's layout)
+        params[ORIGINAL] = config.get(ORIGINAL) or params.get(ORIGINAL) or max_len
+    if row.factor_from_limits and params.get("factor") is None and max_len:
+        params["factor"] = max_len / params[ORIGINAL]
     params["max_position_embeddings"] = max_len
-    needed = REQUIRED_PARAMS[rope_type] + {"dynamic": ("max_position_embeddings",)}.get(rope_type, ()) + (
-        ("factor", "original_max_position_embeddings") if rope_type in ("yarn", "longrope") else ())
-    missing = [key for key in needed if params.get(key) is None]
+    missing = [key for key in row.needs if params.get(key) is None]
     if missing:
         raise _unsupported(f"rope_type {rope_type!r} without {', '.join(missing)} (a config transformers refuses)")
     return theta, {"rope_type": rope_type, **params}
@@ -186,7 +185,7 @@ class TargetOutput:
     logits: torch.Tensor  # [1, T, V] (or [1, 1, V] with last_logits_only)
     hidden: torch.Tensor  # [1, T, H] after the final norm: EAGLE-1's feature
     aux: torch.Tensor | None  # [1, T, len(aux_layer_ids) * H]: inputs of the aux layers, low to high; EAGLE-3's feature
-    # [1, T, H] the residual stream before the final norm: what vLLM hands an MTP layer (runner/mtp.py)
+    # [1, T, H] the residual stream before the final norm: what vLLM hands an MTP layer (runner/mtp_head.py)
     pre_norm: torch.Tensor | None = None
 
 

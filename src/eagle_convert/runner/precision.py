@@ -15,7 +15,7 @@ import platform
 
 import torch
 
-from eagle_convert.errors import UnsupportedModelError
+from ..errors import UnsupportedModelError
 
 TF32_OVERRIDE = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from eagle_convert.runner.heads import DraftHead, DraftOutput
-from eagle_convert.runner.model import DEFAULT_PREFILL_CHUNK, TargetModel, TargetOutput
+from .heads import DraftOutput, HeadModule
+from .model import DEFAULT_PREFILL_CHUNK, TargetModel, TargetOutput
 
 __all__ = ["DEFAULT_PREFILL_CHUNK", "chunk_bounds", "prefill"]
 
@@ -25,7 +25,7 @@ def chunk_bounds(length: int, chunk: int) -> list[tuple[int, int]]:
     return [(start, min(start + chunk, length)) for start in range(0, length, chunk)]
 
 
-def prefill(target: TargetModel, head: DraftHead | None, prompt_ids: Sequence[int],
+def prefill(target: TargetModel, head: HeadModule | None, prompt_ids: Sequence[int],
             choose: Callable[[torch.Tensor], torch.Tensor]) -> tuple[torch.Tensor, TargetOutput, DraftOutput | None]:
     """Run the prompt through the target (and the head behind it) in chunks of `target.prefill_chunk` rows.
     `choose(logits [V])` picks the first generated token from the last row. Returns (that token as a 0-d tensor,

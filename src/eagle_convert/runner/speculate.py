@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from eagle_convert.runner.heads import DraftHead, DraftOutput
-from eagle_convert.runner.model import TargetModel
-from eagle_convert.runner.positions import drafts_fit
-from eagle_convert.runner.prefill import prefill
+from .draft_gate import drafts_fit
+from .heads import DraftOutput, HeadModule
+from .model import TargetModel
+from .prefill import prefill
 
 
 @dataclass
@@ -32,7 +32,7 @@ class SpeculativeResult:
     accepted_per_round: list[int] = field(default_factory=list)  # a per verify round, before truncation (as vLLM)
     k: int = 0
     # Verify rounds whose drafts were k dummy zeros because the sequence had passed the draft's position limit
-    # (positions.py: vLLM's rule); they are counted in accepted_per_round too, as vLLM counts them.
+    # (draft_gate.py: vLLM's rule); they are counted in accepted_per_round too, as vLLM counts them.
     drafting_disabled_rounds: int = 0
     # Per verify round, greedy only: the k drafted target ids, and the head's top-1 minus top-2 logit at each step (how
     # near a tie each draft choice was). What `bench --reference-draft` shows when two heads draft differently.
@@ -51,7 +51,7 @@ def choose_token(logits: torch.Tensor, temperature: float, generator: torch.Gene
     return torch.multinomial(token_probs(logits, temperature), 1, generator=generator)[0]
 
 
-def head_probs_in_target_vocab(head: DraftHead, head_probs: torch.Tensor, vocab_size: int) -> torch.Tensor:
+def head_probs_in_target_vocab(head: HeadModule, head_probs: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """q over the target vocab: an EAGLE-3 draft vocab is a subset, and target tokens outside it get q = 0."""
     if head.draft_to_target is None:
         return head_probs
@@ -59,7 +59,7 @@ def head_probs_in_target_vocab(head: DraftHead, head_probs: torch.Tensor, vocab_
     return full.index_copy_(0, head.draft_to_target, head_probs)
 
 
-def draft_chain(head: DraftHead, first: DraftOutput, next_position: int, k: int, *, vocab_size: int,
+def draft_chain(head: HeadModule, first: DraftOutput, next_position: int, k: int, *, vocab_size: int,
                 temperature: float = 0.0, generator: torch.Generator | None = None,
                 margins: list[torch.Tensor] | None = None):
     """Propose k target ids. `first` is the head's output whose last row sits at position next_position - 1 (it
@@ -143,11 +143,11 @@ def emit_tokens(tokens: list[int], new: Sequence[int], eos_ids: set[int], max_ne
 
 
 @torch.inference_mode()  # one mode for the whole generation: every cache update inside it
-def speculative_generate(target: TargetModel, head: DraftHead, prompt_ids: Sequence[int], *, k: int,
+def speculative_generate(target: TargetModel, head: HeadModule, prompt_ids: Sequence[int], *, k: int,
                          max_new_tokens: int, temperature: float = 0.0, eos_ids: Sequence[int] = (),
                          generator: torch.Generator | None = None, draft_limit: int | None = None
                          ) -> SpeculativeResult:
-    """`draft_limit`: the draft's position limit (positions.py); past it a round verifies k dummy zeros instead of
+    """`draft_limit`: the draft's position limit (draft_gate.py); past it a round verifies k dummy zeros instead of
     drafts, as vLLM does, and the head is no longer run."""
     if k < 1 or max_new_tokens < 1 or not prompt_ids:
         raise ValueError("need k >= 1, max_new_tokens >= 1 and a non-empty prompt")

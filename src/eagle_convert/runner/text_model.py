@@ -7,12 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from eagle_convert.errors import UnsupportedModelError
-from eagle_convert.targets import TargetFamily, family_for
-from eagle_convert.targets.quant import quantization_summary
-
 from ..checkpoint.index import Checkpoint
-from ..targets.read import find_names
+from ..errors import UnsupportedModelError
+from ..targets import TargetFamily, family_for
+from ..targets.quant import quantization_summary
+from ..targets.target_info import find_names
 from .architectures import runner_families_line
 
 _MROPE_KEYS = ("mrope_section", "mrope_interleaved")

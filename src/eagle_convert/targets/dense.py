@@ -1,7 +1,7 @@
 """Dense decoder-only families: every name as transformers 5.24 saves it (tests/support/target_families.py builds
 each one)."""
 
-from .base import CAUSAL_LM, RUNNER_DENSE, TargetFamily
+from .family import CAUSAL_LM, RUNNER_DENSE, TargetFamily
 
 FAMILIES = (
     TargetFamily("llama", ("llama",), ("LlamaForCausalLM",), (CAUSAL_LM,), rope="default / llama3",

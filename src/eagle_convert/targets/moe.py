@@ -1,7 +1,7 @@
 """Mixture-of-experts families. Their LM head and embedding sit where a dense CausalLM's do; the runner implements the
 two with plain top-k softmax routing (qwen3_moe, mixtral)."""
 
-from .base import CAUSAL_LM, RUNNER_MOE, TargetFamily
+from .family import CAUSAL_LM, RUNNER_MOE, TargetFamily
 
 FAMILIES = (
     TargetFamily("qwen3_moe", ("qwen3_moe",), ("Qwen3MoeForCausalLM",), (CAUSAL_LM,), rope="default",

@@ -10,7 +10,7 @@ transformers renamed these prefixes in 2025; its `conversion_mapping.py` (5.24) 
 Text-only model_types (gemma3_text, llama4_text) are the CausalLM of the same family.
 """
 
-from .base import CAUSAL_LM, RUNNER_DENSE, Naming, TargetFamily
+from .family import CAUSAL_LM, RUNNER_DENSE, Naming, TargetFamily
 
 NEW = Naming("transformers >= 4.52 (model.language_model.*)", "model.language_model.", "lm_head.weight")
 LLAVA_OLD = Naming("before 2025 (language_model.model.*)", "language_model.model.", "language_model.lm_head.weight")

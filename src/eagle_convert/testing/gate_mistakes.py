@@ -1,6 +1,7 @@
-"""The deliberate mistakes of the gate tests (tests/test_gates.py) and of scripts/bench/measure_gate_tolerance.py:
-edits to a correct conversion of the tiny release pair (eagle_convert.testing.vllm_pairs.build_releases) that the
-reference gate must catch, and the correct conversions it must pass."""
+"""The deliberate mistakes of the gate tests (tests/benchmark/test_gates.py) and of
+scripts/bench/measure_gate_tolerance.py: edits to a correct conversion of the tiny release pair
+(eagle_convert.testing.vllm_pairs.build_releases) that the reference gate must catch, and the correct conversions it
+must pass."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from ..checkpoint.index import config_dtype
-from ..checkpoint.ranks.formats import TRTLLM
+from ..checkpoint.ranks.rank_formats import TRTLLM
 from ..spec import TARGET_EMBED, TARGET_LM_HEAD
 
 NORM = "model.norm.weight"

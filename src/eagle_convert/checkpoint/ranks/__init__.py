@@ -1,3 +1,3 @@
 """Targets saved per tensor-parallel rank (vLLM / SGLang sharded_state, TensorRT-LLM checkpoints): detection
-(formats.py), the gather planned from headers (shards.py), the Checkpoint view (checkpoint.py) and the gather itself
-(gather.py). See docs/targets.md, "Targets saved per rank"."""
+(rank_formats.py), the gather planned from headers (shards.py), the Checkpoint view (checkpoint.py) and the gather
+itself (gather.py). See docs/targets.md, "Targets saved per rank"."""

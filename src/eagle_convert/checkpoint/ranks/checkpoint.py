@@ -8,7 +8,7 @@ from ...errors import LayoutError, MissingTensorError
 from ...io.source import FileSource
 from ...spec import TARGET_EMBED, TARGET_LM_HEAD
 from ..index import Checkpoint, TensorRef, config_dtype, parse_safetensors_header, read_config
-from .formats import RankLayout, detect
+from .rank_formats import RankLayout, detect
 from .shards import Gathered, check_head_entries, pad64, plan_gather
 
 # Which pipeline stage holds each tensor: vLLM and TRT-LLM put the LM head in the last stage, the embedding in the

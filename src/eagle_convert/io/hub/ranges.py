@@ -26,7 +26,7 @@ from huggingface_hub import constants, hf_hub_url
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
 
 from ..source import LocalSource
-from .errors import HubNetworkError, OfflineCacheMissError, RemoteSizeMismatchError, hub_errors
+from .hub_errors import HubNetworkError, OfflineCacheMissError, RemoteSizeMismatchError, hub_errors
 from .repos import RepoRef, bar_class, cache_root, cached_file, check_file, download, repo_folder
 
 

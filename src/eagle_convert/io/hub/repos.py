@@ -19,7 +19,7 @@ from huggingface_hub import HfApi, constants, hf_hub_download, try_to_load_from_
 from huggingface_hub.utils import are_progress_bars_disabled
 
 from ...errors import HubError
-from .errors import HubNetworkError, OfflineCacheMissError, RemoteFileNotFoundError, hub_errors
+from .hub_errors import HubNetworkError, OfflineCacheMissError, RemoteFileNotFoundError, hub_errors
 
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
@@ -158,6 +158,6 @@ def download(ref: RepoRef, path: str, *, quiet: bool = False) -> Path:
 
 def cache_folders(ref: RepoRef) -> list[Path]:
     """Where this repo's files live on disk: huggingface_hub's cache folder (snapshots are symlinks into its blobs/)
-    and our listing and range caches. An output folder must stay out of all of them (conversion/checks.py)."""
+    and our listing and range caches. An output folder must stay out of all of them (conversion/tensor_checks.py)."""
     folder = repo_folder(ref.repo_id)
     return [Path(constants.HF_HUB_CACHE) / folder, cache_root() / "repos" / folder, cache_root() / "ranges" / folder]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import TreeShapeError
+from ...kinds import KINDS
 
 # EAGLE-1's built-in static tree (SafeAILab/EAGLE eagle/model/choices.py): 25 nodes, depth 5, ranks < 4.
 MC_SIM_7B_63 = ((0,), (1,), (2,), (3,), (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (2, 1), (3, 0),
@@ -24,8 +25,6 @@ MC_SIM_7B_63 = ((0,), (1,), (2,), (3,), (0, 0), (0, 1), (0, 2), (1, 0), (1, 1), 
                 (0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 0, 2), (0, 0, 0, 0, 0), (0, 0, 0, 0, 1))
 STATIC_TREES = {"mc_sim_7b_63": MC_SIM_7B_63}
 
-# (depth, top_k, tokens) when --tree dynamic leaves them out: EAGLE's own defaults (eval scripts; EAGLE-3 main).
-DYNAMIC_DEFAULTS = {"eagle1": (5, 10, 60), "eagle3": (7, 10, 60)}
 # SGLang's auto-chosen (num_steps, topk, num_draft_tokens) by target architecture (speculative_hook.py,
 # `_auto_choose_speculative_params`, 2026): Llama/Grok get a tree, every other architecture a 3-token chain.
 SGLANG_DEFAULTS = {"LlamaForCausalLM": (5, 4, 8), "Grok1ForCausalLM": (5, 4, 8)}
@@ -192,7 +191,7 @@ def resolve_tree(options: TreeOptions, *, k: int, draft_kind: str, target_config
         steps, topk, tokens = next((SGLANG_DEFAULTS[a] for a in archs if a in SGLANG_DEFAULTS), SGLANG_OTHER)
         return dynamic_tree(steps - 1, topk, tokens, source="sglang")
     if tree == "dynamic":
-        default = DYNAMIC_DEFAULTS["eagle3" if draft_kind == "eagle3" else "eagle1"]
+        default = KINDS[draft_kind].tree_defaults  # (depth, top_k, tokens) when --tree dynamic leaves them out
         if sglang_given:
             if len(sglang_given) < 3:
                 raise _refuse("SGLang's tree shape needs all three of --num-steps, --eagle-topk and "
