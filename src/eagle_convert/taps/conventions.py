@@ -110,7 +110,7 @@ def origin_text(origin: str | None, ids, num_target_layers: int | None = None) -
         return (f"config {row.key}" + (" (counts layer outputs: read +1)" if row.shift else "")
                 + (" (stated empty: no layers)" if ids is not None and not list(ids) else ""))
     if origin == DEFAULT:
-        return default_note(ids, num_target_layers)
+        return f"absent in the draft: the EAGLE reference default {DEFAULT_RULE} for a {num_target_layers}-layer target"
     if origin == NO_AUX:
         return "none: the head reads no aux states"
     return f"absent from the draft: the EAGLE reference default {DEFAULT_RULE} of the target applies"
