@@ -89,7 +89,7 @@ class HeadKind:
     # layouts marked `from_target`, which keep the target's own names
     from_draft_checkpoint: bool = True
     # Registered from above (PARTS): reader (checkpoint, target config, label, drop) -> head; spec_builder (cfg,
-    # tensors, common, target_config, notes, label, nested_aux_offset) -> DraftSpec; runner_head: the bench runner's
+    # tensors, common, target_config, notes, label, nested_taps) -> DraftSpec; runner_head: the bench runner's
     # head module class
     parts: dict = field(default_factory=dict, compare=False, repr=False)
 

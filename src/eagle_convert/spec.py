@@ -48,6 +48,10 @@ class DraftSpec:
     draft_vocab_size: int | None = None  # EAGLE-3 only
     target_hidden_size: int | None = None  # EAGLE-3: fc input is 3 * target_hidden_size
     aux_layer_ids: tuple[int, ...] | None = None  # EAGLE-3: target layers whose *inputs* are the features
+    # Where aux_layer_ids came from: the name of the taps/conventions.py row it was read from, or "default" (absent:
+    # the EAGLE reference default filled in), "absent" (absent, no target to fill it from), "none" (no aux states).
+    # An empty list stated in a config keeps that row's name: it is not "absent".
+    aux_ids_origin: str | None = field(default=None, compare=False)
     # EAGLE-3: the residual is taken after hidden_norm (vLLM's `norm_before_residual: true`); released heads take it
     # before. Read so that bench runs what an engine would run; convert still refuses it (plan.py).
     norm_before_residual: bool = False

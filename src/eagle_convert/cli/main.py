@@ -173,6 +173,8 @@ def _human_inspect(report) -> str:
     if report.variant:
         lines.append(f"variant: {report.variant}")
         lines += [f"  {k} = {json.dumps(f['value'])}  ({f['source']})" for k, f in report.flags.items()]
+    if report.taps:
+        lines.append(f"target layers feeding the head: {report.taps['line']}")
     if report.target:
         lines += _human_target(report.target)
     if report.mtp:

@@ -104,7 +104,7 @@ def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[
             "is reported. "
             "A layer-0 input_layernorm in an EAGLE-1 head, or a `model.` prefix, means the file is not a head we know "
             "how to run.")
-    spec = build_spec(kind, flat, tensors, target_config, notes, ckpt.label, layout.nested_aux_offset)
+    spec = build_spec(kind, flat, tensors, target_config, notes, ckpt.label, layout.nested_taps)
     return DraftHead(ckpt, layout, reason, spec, tensors, tuple(dropped), tuple(notes))
 
 
@@ -116,14 +116,14 @@ def _shape(tensors: dict[str, TensorRef], name: str) -> tuple[int, ...] | None:
     return tensors[name].shape if name in tensors else None
 
 
-def build_spec(kind, cfg, tensors, target_config, notes, label, nested_aux_offset=0) -> DraftSpec:
+def build_spec(kind, cfg, tensors, target_config, notes, label, nested_taps="vllm-nested") -> DraftSpec:
     """The spec of a head of `kind`, by its row's builder, from the fields every kind reads alike (common_fields)."""
     head_kind = KINDS[kind]
     for name in head_kind.required_tensors:
         if name not in tensors:
             raise LayoutError(f"{label} has no {name}.", "This is not an EAGLE draft head; check the path.")
     common = common_fields(cfg, notes, label)
-    return head_kind.build_spec(cfg, tensors, common, target_config, notes, label, nested_aux_offset)
+    return head_kind.build_spec(cfg, tensors, common, target_config, notes, label, nested_taps)
 
 
 def common_fields(cfg, notes, label) -> dict:
@@ -149,7 +149,7 @@ def common_fields(cfg, notes, label) -> dict:
     )
 
 
-def eagle1_spec(cfg, tensors, common, target_config, notes, label, nested_aux_offset=0) -> DraftSpec:
+def eagle1_spec(cfg, tensors, common, target_config, notes, label, nested_taps="vllm-nested") -> DraftSpec:
     """An EAGLE-1 head: fc over [embedding ; feature], an optional fc bias (SafeAILab's `bias`), Qwen2 q/k/v biases."""
     hidden = common["hidden_size"]
     layer_ids = {int(m.group(1)) for n in tensors if (m := re.match(r"layers\.(\d+)\.", n))}
@@ -171,11 +171,11 @@ def eagle1_spec(cfg, tensors, common, target_config, notes, label, nested_aux_of
                      **common)
 
 
-def eagle3_spec(cfg, tensors, common, target_config, notes, label, nested_aux_offset=0) -> DraftSpec:
+def eagle3_spec(cfg, tensors, common, target_config, notes, label, nested_taps="vllm-nested") -> DraftSpec:
     """An EAGLE-3 head: its variant read from the tensors (variants.py), its own LM head and d2t, or the target's."""
     hidden, vocab = common["hidden_size"], common["vocab_size"]
     variant = detect_eagle3(cfg, {n: tuple(r.shape) for n, r in tensors.items()}, hidden=hidden,
-                            target_config=target_config, label=label, nested_aux_offset=nested_aux_offset)
+                            target_config=target_config, label=label, nested_taps=nested_taps)
     notes += variant.notes
     lm_rows = _shape(tensors, "lm_head.weight")
     stated_vocab = cfg.get("draft_vocab_size")
@@ -205,7 +205,8 @@ def eagle3_spec(cfg, tensors, common, target_config, notes, label, nested_aux_of
     sources = dict(variant.sources, lm_head=("the target's (no lm_head.weight, draft_vocab_size null)" if from_target
                                              else f"the draft's own lm_head.weight ({draft_vocab} rows)"))
     return DraftSpec(kind=EAGLE3, draft_vocab_size=draft_vocab, target_hidden_size=variant.target_hidden_size,
-                     aux_layer_ids=variant.aux_layer_ids, norm_before_residual=variant.norm_before_residual,
+                     aux_layer_ids=variant.aux_layer_ids, aux_ids_origin=variant.aux_ids_origin,
+                     norm_before_residual=variant.norm_before_residual,
                      num_aux_states=variant.num_aux_states, norm_before_fc=variant.norm_before_fc,
                      fc_norm=variant.fc_norm, norm_output=variant.norm_output, num_layers=variant.num_layers,
                      qk_norm=variant.qk_norm, lm_head_from_target=from_target, fc_bias="fc.bias" in tensors,

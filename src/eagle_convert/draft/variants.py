@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import LayoutError, ShapeMismatchError
-from ..spec import default_aux_layer_ids
+from ..taps.conventions import ABSENT, AUX_IDS, DEFAULT, NO_AUX, default_note, fill_default, origin_text, read_aux_ids
 
 # Tensors of multi-head latent attention (DeepSeek / Kimi EAGLE-3 heads): a different layer, not a Llama one.
 MLA_TENSOR = re.compile(r"(^|\.)(q_a_proj|q_b_proj|kv_a_proj_with_mqa|kv_b_proj|kv_a_layernorm|q_a_layernorm)\.")
@@ -28,7 +28,6 @@ def mla_refusal(names, label: str) -> None:
             "eagle-convert converts Llama- and Qwen3-layer heads only.")
 
 
-AUX_IDS = "eagle_aux_hidden_state_layer_ids"
 # ModelOpt switches that remove a norm when false (NVIDIA/Model-Optimizer: use_last_layernorm builds the final `norm`,
 # modelopt/torch/speculative/plugins/modeling_eagle.py EagleModule; use_input_layernorm_in_first_layer false makes
 # layer 0's input norm an identity, plugins/megatron_eagle.py _get_eagle_transformer_layer_spec); no engine here reads
@@ -41,6 +40,7 @@ class Eagle3Variant:
     num_aux_states: int
     target_hidden_size: int
     aux_layer_ids: tuple[int, ...] | None
+    aux_ids_origin: str | None
     norm_before_fc: bool
     fc_norm: bool
     norm_output: bool
@@ -51,13 +51,11 @@ class Eagle3Variant:
     notes: list[str] = field(default_factory=list)
 
 
-def _stated(cfg: dict, key: str, label: str, nested_offset: int = 0):
+def _stated(cfg: dict, key: str, label: str):
     """(value, where) of a flag stated at the top level and/or in the nested eagle_config; (None, None) if neither.
-    `nested_offset` converts nested aux layer ids to ours (SGLang's convention counts layer outputs: ours - 1)."""
+    Aux layer ids are not flags: they are read through the tap conventions (taps/conventions.py read_aux_ids)."""
     nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
     top, inner = cfg.get(key), nested.get(key)
-    if key == AUX_IDS and inner is not None and nested_offset:
-        inner = [int(i) + nested_offset for i in inner]
     if top is not None and inner is not None and top != inner:
         raise LayoutError(f"{label}: the config says {key}={top!r} at the top level but {key}={inner!r} in "
                           "eagle_config.", f"Keep one value of {key} (the one the head was trained with).")
@@ -82,23 +80,24 @@ def _flag_from_tensors(cfg: dict, key: str, present: bool, evidence: str, label:
 
 
 def detect_eagle3(cfg: dict, shapes: dict[str, tuple[int, ...]], *, hidden: int, target_config: dict | None,
-                  label: str, nested_aux_offset: int = 0) -> Eagle3Variant:
+                  label: str, nested_taps: str = "vllm-nested") -> Eagle3Variant:
     """`shapes`: canonical name -> shape. Raises on any disagreement between tensors and config. Aux layer ids are
-    ours (vLLM's: the input of layer i, HF hidden_states[i]); `nested_aux_offset` = 1 reads ids nested in eagle_config
-    in SGLang's convention (the output of layer i), as SGLang-lineage layouts write them."""
+    internal (the input of layer i, HF hidden_states[i]); `nested_taps` is the tap convention (taps/conventions.py)
+    of ids nested in eagle_config: "sglang-nested" (the output of layer i) for SGLang-lineage and ModelOpt layouts."""
     sources: dict[str, str] = {}
     notes: list[str] = []
     target_cfg = target_config or {}
     _refuse_unread_norm_switches(cfg, label)
     norm_before_fc, fc_norms, norm_output, residual = _norm_flags(cfg, shapes, label, sources, notes)
     fc_norm = bool(fc_norms)  # the tensors decide (_norm_flags refused a config that says otherwise)
-    num_aux, target_hidden, aux_ids = _aux_states(cfg, shapes, hidden=hidden, target_cfg=target_cfg, label=label,
-                                                  nested_aux_offset=nested_aux_offset, sources=sources, notes=notes)
+    num_aux, target_hidden, (aux_ids, origin) = _aux_states(cfg, shapes, hidden=hidden, target_cfg=target_cfg,
+                                                            label=label, nested_taps=nested_taps, sources=sources,
+                                                            notes=notes)
     _check_aux_norms(shapes, fc_norms, norm_before_fc, num_aux, target_hidden, label)
     layer_ids = _layers(cfg, shapes, label, sources, notes)
     qk_norm = _qk_norm(cfg, shapes, layer_ids, label, sources)
     return Eagle3Variant(num_aux_states=num_aux, target_hidden_size=int(target_hidden), aux_layer_ids=aux_ids,
-                         norm_before_fc=norm_before_fc, fc_norm=fc_norm, norm_output=norm_output,
+                         aux_ids_origin=origin, norm_before_fc=norm_before_fc, fc_norm=fc_norm, norm_output=norm_output,
                          norm_before_residual=bool(residual), num_layers=len(layer_ids), qk_norm=qk_norm,
                          sources=sources, notes=notes)
 
@@ -130,10 +129,10 @@ def _norm_flags(cfg: dict, shapes: dict, label: str, sources: dict, notes: list)
     return norm_before_fc, fc_norms, norm_output, residual
 
 
-def _aux_states(cfg: dict, shapes: dict, *, hidden: int, target_cfg: dict, label: str, nested_aux_offset: int,
-                sources: dict, notes: list) -> tuple[int, int, tuple[int, ...] | None]:
-    """(num_aux_states, target_hidden_size, aux_layer_ids): fc input width / target hidden, or none at all
-    (use_aux_hidden_state false: no fc)."""
+def _aux_states(cfg: dict, shapes: dict, *, hidden: int, target_cfg: dict, label: str, nested_taps: str,
+                sources: dict, notes: list) -> tuple[int, int, tuple]:
+    """(num_aux_states, target_hidden_size, (aux_layer_ids, where they came from)): fc input width / target hidden,
+    or none at all (use_aux_hidden_state false: no fc)."""
     use_aux, where_aux = _stated(cfg, "use_aux_hidden_state", label)
     has_fc = "fc.weight" in shapes
     if use_aux is not None and bool(use_aux) != has_fc:
@@ -143,9 +142,8 @@ def _aux_states(cfg: dict, shapes: dict, *, hidden: int, target_cfg: dict, label
             "Fix use_aux_hidden_state in eagle_config, or use the checkpoint that matches it.")
     sources["use_aux_hidden_state"] = f"tensors (fc.weight {'present' if has_fc else 'absent'})" + (
         f"; {where_aux} agrees" if where_aux else "")
-    ids, where_ids = _stated(cfg, AUX_IDS, label, nested_aux_offset)
-    if where_ids and "eagle_config" in where_ids and nested_aux_offset:
-        where_ids += " (SGLang's convention, outputs of layers: read +1)"
+    ids, origin = read_aux_ids(cfg, nested_taps, label)
+    where_ids = origin_text(origin, ids) if origin else None
     count, where_count = _stated(cfg, "num_aux_hidden_states", label)
     target_hidden, where_th = cfg.get("target_hidden_size"), "config target_hidden_size"
     if not has_fc:
@@ -160,11 +158,19 @@ def _aux_states(cfg: dict, shapes: dict, *, hidden: int, target_cfg: dict, label
                                      f"{where_th}={target_hidden} != the draft's hidden_size {hidden}.",
                                      "This head cannot read that target.")
         sources["num_aux_states"] = "0: tensors (no fc.weight)"
-        return 0, hidden, ()
+        sources["aux_layer_ids"] = where_ids or origin_text(NO_AUX, ())
+        return 0, hidden, ((), origin or NO_AUX)
     fc_out, width = shapes["fc.weight"]
     if fc_out != hidden:
         raise ShapeMismatchError(f"{label}: fc.weight is {[fc_out, width]}, expected [{hidden}, n x target hidden].",
                                  "The head does not match its own config.")
+    if ids is not None and not ids:
+        raise LayoutError(
+            f"{label}: {where_ids.replace(' (stated empty: no layers)', '')} is an empty list, but fc.weight reads "
+            "aux states: an empty list names no target layer, and engines disagree on it (vLLM 0.32 reads it as "
+            "absent and taps its own default layers; SGLang passes it on as no layers).",
+            f"Remove {AUX_IDS} to use the EAGLE reference default [2, N//2, N-3], or set the layers the head was "
+            "trained on.")
     stated_n = [(int(count), where_count)] if count is not None else []
     stated_n += [(len(ids), f"{where_ids} ({list(ids)})")] if ids else []
     if len({n for n, _ in stated_n}) > 1:
@@ -191,18 +197,22 @@ def _aux_states(cfg: dict, shapes: dict, *, hidden: int, target_cfg: dict, label
                 f"{label}: {where} says {n} aux states, but fc.weight takes {width} = {num_aux} x {target_hidden} "
                 f"inputs ({where_th}).", "Make the config's aux layer ids / num_aux_hidden_states match fc.weight.")
     sources["num_aux_states"] = f"{num_aux}: tensors (fc.weight width {width} / target hidden {target_hidden})"
-    aux_ids = tuple(int(i) for i in ids) if ids else None
+    return num_aux, target_hidden, _aux_ids_or_default(ids, origin, num_aux, target_cfg, label, sources, notes)
+
+
+def _aux_ids_or_default(ids, origin, num_aux: int, target_cfg: dict, label: str, sources: dict, notes: list) -> tuple:
+    """(aux_layer_ids, origin): as stated, or the EAGLE reference default named in the notes (never left to an
+    engine's guess); None with origin "absent" when there is no target to fill it from."""
     layers = int(target_cfg.get("num_hidden_layers") or 0)
-    if aux_ids is None and layers and num_aux == 3:
-        aux_ids = default_aux_layer_ids(layers)
-        notes.append(f"aux layer ids not in the config: using the EAGLE-3 default {list(aux_ids)} (2, L//2, L-3 "
-                     f"for a {layers}-layer target), written explicitly")
-    elif aux_ids is None and num_aux != 3:
+    if ids is None and num_aux != 3:
         raise LayoutError(f"{label}: the head reads {num_aux} aux states, but its config does not say which "
                           "target layers (there is a default for three only).",
-                          "Add eagle_aux_hidden_state_layer_ids to the draft config (the exporter's value).")
-    sources["aux_layer_ids"] = where_ids or "EAGLE-3 default (2, L//2, L-3)"
-    return num_aux, target_hidden, aux_ids
+                          f"Add {AUX_IDS} to the draft config (the exporter's value).")
+    if ids is None and layers:
+        ids, origin = fill_default(num_aux, layers), DEFAULT
+        notes.append(default_note(ids, layers))
+    sources["aux_layer_ids"] = origin_text(origin, ids, layers) if origin else origin_text(None, None)
+    return (tuple(ids) if ids is not None else None), origin or ABSENT
 
 
 def _check_aux_norms(shapes: dict, fc_norms: list[int], norm_before_fc: bool, num_aux: int, target_hidden: int,

@@ -16,6 +16,7 @@ from ..layouts.base import SOURCE_LIMIT_KEY
 from ..mtp.folder import extracted_layout
 from ..positions.checks import PositionOptions, check_positions, text_view
 from ..rope.schedule import engine_limit
+from ..taps.conventions import describe_taps, taps_line
 from ..targets.target_info import TargetInfo, read_target
 from ..vocab.check import check_map
 from ..vocab.head import head_facts
@@ -51,13 +52,16 @@ class InspectReport:
     positions: dict | None = None  # a draft's position and RoPE checks (positions.py; docs/long-context.md)
     vocab_map: list[dict] = field(default_factory=list)  # an EAGLE-3 head's d2t/t2d findings (vocab/check.py)
     mtp: dict | None = None  # PATH is an MTP draft folder: family, layers, how it is served, provenance (mtp.py)
+    # The target layers feeding a head fed aux states, in every engine's convention, with where they came from and
+    # `line`, the sentence the CLI prints (taps/conventions.py)
+    taps: dict | None = None
 
     def to_dict(self) -> dict:
         return {"path": self.path, "layout": self.layout, "layout_reason": self.layout_reason, "kind": self.kind,
                 "variant": self.variant, "flags": self.flags,
                 "config": self.config, "tensors": self.tensors, "problems": [p.to_dict() for p in self.problems],
                 "notes": self.notes, "ranks": self.ranks, "target": self.target, "positions": self.positions,
-                "vocab_map": self.vocab_map, "mtp": self.mtp}
+                "vocab_map": self.vocab_map, "mtp": self.mtp, "taps": self.taps}
 
 
 def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (), revision: str | None = None,
@@ -93,6 +97,7 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
     report.layout, report.layout_reason, report.kind = head.layout.name, head.layout_reason, head.spec.kind
     report.variant = head.spec.variant
     report.flags = variant_flags(head.spec)
+    report.taps = _taps(head.spec, target_info)
     report.notes += list(head.notes)
     report.problems += _problems(head, target_info, PROVENANCE in ckpt.source.files())
     report.positions = check_positions(head.layout.flat_config(ckpt.config), target_info.config if target_info
@@ -143,10 +148,19 @@ def variant_flags(spec) -> dict:
         return {}
     values = {"norm_before_fc": spec.norm_before_fc, "fc_norm": spec.fc_norm, "norm_output": spec.norm_output,
               "norm_before_residual": spec.norm_before_residual, "use_aux_hidden_state": spec.use_aux_hidden_state,
-              "num_aux_states": spec.num_aux_states, "aux_layer_ids": list(spec.aux_layer_ids or ()),
+              "num_aux_states": spec.num_aux_states,  # absent ids are null, never [] (a stated empty list)
+              "aux_layer_ids": None if spec.aux_layer_ids is None else list(spec.aux_layer_ids),
               "num_layers": spec.num_layers, "qk_norm": spec.qk_norm,
               "lm_head": "target" if spec.lm_head_from_target else "draft"}
     return {k: {"value": v, "source": spec.flag_sources.get(k, "")} for k, v in values.items()}
+
+
+def _taps(spec, target: TargetInfo | None) -> dict | None:
+    """The layers feeding the head as each engine and exporter counts them (None: a kind fed no aux states)."""
+    if not spec.head_kind.aux_states:
+        return None
+    taps = describe_taps(spec.aux_layer_ids, spec.aux_ids_origin, target.num_hidden_layers if target else None)
+    return {**taps, "line": taps_line(taps)}
 
 
 def _ranked_report(path: str, ckpt: RankedCheckpoint, notes: list[str]) -> InspectReport:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..kinds import KINDS
 from ..rope.schedule import limit_sets_schedule, output_rope_fields
 from ..spec import DraftSpec
+from ..taps.conventions import CONVENTIONS, TOP
 
 # Canonical tensor names live with their head kind (kinds.py); these names stay for the layouts that use them.
 # The draft's own max_position_embeddings, recorded in an output whose limit convert raised: evidence of the context
@@ -68,9 +69,10 @@ class Layout:
     served_by: tuple[str, ...] = ()  # engines (engines/: "vllm") that load this layout as it is stored
     output_order: int = 50  # where it comes among output layouts in generated tables (the first is recommended)
     detect_priority: int = 50  # lower is tried first: the most specific layouts go first
-    # Aux layer ids nested in eagle_config: 0 = vLLM's convention (ours: input of layer i), 1 = SGLang's (output of
-    # layer i; SGLang adds 1, models/llama.py set_eagle3_layers_to_capture), as SGLang-lineage exporters write them.
-    nested_aux_offset: int = 0
+    # The tap convention (taps/conventions.py) of aux layer ids nested in eagle_config: "vllm-nested" (the input of
+    # layer i, as vLLM reads them) or "sglang-nested" (the output of layer i; SGLang adds 1, models/llama.py
+    # set_eagle3_layers_to_capture), as SGLang-lineage exporters and ModelOpt write them.
+    nested_taps: str = "vllm-nested"
     # The serve flag that loads a hot-token map (FR-Spec) for an EAGLE-1/2 head; None: the engine has none.
     token_map_flag: str | None = None
     # Written from the target alone (`convert --mtp TARGET --to <to>`): the head lives inside the target (MTP layers,
@@ -208,7 +210,7 @@ def eagle3_fields(spec: DraftSpec) -> dict:
     return {
         "draft_vocab_size": spec.draft_vocab_size,
         "target_hidden_size": spec.target_hidden_size,
-        "eagle_aux_hidden_state_layer_ids": list(spec.aux_layer_ids or ()),
+        TOP.key: TOP.to_stored(written_aux_ids(spec)),
         "num_aux_hidden_states": spec.num_aux_states,  # vLLM's Llama draft counts aux states from this, not the ids
         "norm_before_residual": spec.norm_before_residual,
         "norm_before_fc": spec.norm_before_fc,
@@ -219,9 +221,19 @@ def eagle3_fields(spec: DraftSpec) -> dict:
 
 def eagle3_nested(spec: DraftSpec) -> dict:
     """The nested `eagle_config` vLLM (use_aux_hidden_state, norm_before_fc, the aux ids) and ModelOpt-style readers
-    look in; the same values as the top level."""
-    return {"use_aux_hidden_state": spec.use_aux_hidden_state, "norm_before_fc": spec.norm_before_fc,
-            "eagle_aux_hidden_state_layer_ids": list(spec.aux_layer_ids or ())}
+    look in; the same values as the top level (vLLM counts the nested ids as it counts the top-level ones)."""
+    nested = {"eagle_config": {"use_aux_hidden_state": spec.use_aux_hidden_state,
+                               "norm_before_fc": spec.norm_before_fc}}
+    CONVENTIONS["vllm-nested"].write(nested, written_aux_ids(spec))
+    return nested["eagle_config"]
+
+
+def written_aux_ids(spec: DraftSpec) -> tuple[int, ...]:
+    """The internal ids every output states: always explicit. A head fed aux states whose ids are unknown (no target
+    to fill the EAGLE reference default from) is a caller's error, never written as [] for an engine to guess."""
+    if spec.aux_layer_ids is None and spec.use_aux_hidden_state:
+        raise ValueError("aux layer ids unknown: load the head with its target's config before writing it")
+    return tuple(spec.aux_layer_ids or ())
 
 
 # Keys never carried from a source config into an output: EAGLE envelope keys (re-derived), keys that mislead

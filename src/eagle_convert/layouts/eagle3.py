@@ -22,7 +22,7 @@ class Eagle3Release(Layout):
     detect_priority = 30
     kinds = (EAGLE3,)
     writable = False
-    nested_aux_offset = 1  # SGLang lineage: eagle_config ids count layer outputs
+    nested_taps = "sglang-nested"  # SGLang lineage: eagle_config ids count layer outputs
 
     def detect(self, config: dict, names: frozenset[str]) -> str | None:
         if has_layer_prefix(names, MIDLAYER):

@@ -47,7 +47,7 @@ class ModelOpt(Layout):
     detect_priority = 25
     kinds = (EAGLE3,)
     writable = False
-    nested_aux_offset = 1  # ModelOpt captures the output of layer i (module docstring)
+    nested_taps = "sglang-nested"  # ModelOpt captures the output of layer i (module docstring)
 
     def detect(self, config: dict, names: frozenset[str]) -> str | None:
         if has_layer_prefix(names, PREFIX):

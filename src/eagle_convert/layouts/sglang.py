@@ -10,6 +10,7 @@ import shlex
 from ..errors import option
 from ..kinds import EAGLE1, EAGLE3, EAGLE3_NAMES, LAYER
 from ..spec import DraftSpec
+from ..taps.conventions import CONVENTIONS, TOP
 from .base import (
     DerivedTensor,
     EmbeddingRule,
@@ -17,6 +18,7 @@ from .base import (
     OutputContext,
     base_inner_config,
     rename_prefix,
+    written_aux_ids,
 )
 from .registry import register
 from .vllm import eagle3_output_roles
@@ -74,8 +76,8 @@ class SGLang(Layout):
         if spec.head_kind.aux_states:
             # SGLang reads the aux ids from eagle_config only and adds 1 (they count layer outputs; ours count layer
             # inputs): spec_aux_hidden_state.py:186-193, models/llama.py:929-941. One convention per file: no top level.
-            del cfg["eagle_aux_hidden_state_layer_ids"]
-            cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in spec.aux_layer_ids or ()]
+            del cfg[TOP.key]
+            CONVENTIONS["sglang-nested"].write(cfg, written_aux_ids(spec))
         return cfg
 
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:

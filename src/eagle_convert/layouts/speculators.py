@@ -8,6 +8,7 @@ import shlex
 from ..errors import option
 from ..kinds import EAGLE3
 from ..spec import DraftSpec
+from ..taps.conventions import TOP
 from .base import Layout, OutputContext, base_inner_config, eagle3_fields
 from .registry import register
 from .vllm import EAGLE3_IDENTITY_D2T, eagle3_fc_bias_refusal, eagle3_names
@@ -30,7 +31,7 @@ class Speculators(Layout):
 
     def flat_config(self, config: dict) -> dict:
         flat = dict(config.get("transformer_layer_config") or {})
-        for key in ("draft_vocab_size", "target_hidden_size", "eagle_aux_hidden_state_layer_ids",
+        for key in ("draft_vocab_size", "target_hidden_size", TOP.key,
                     "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
             if key in config:
                 flat[key] = config[key]

@@ -92,7 +92,7 @@ def check_same_target(config: dict, target_config: dict, label: str) -> None:
                           "extracted from (`convert --mtp TARGET --to vllm` copies that config verbatim).")
 
 
-def mtp_spec(cfg, tensors, common, target_config, notes, label, nested_aux_offset=0) -> DraftSpec:
+def mtp_spec(cfg, tensors, common, target_config, notes, label, nested_taps="vllm-nested") -> DraftSpec:
     """An MTP head's spec: the target's own sizes and RoPE (the layer is one of the target's), and its family."""
     family = family_for(cfg)
     qkv_bias = any(name.endswith("self_attn.q_proj.bias") for name in tensors)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from ..taps.conventions import translate
 from .tiny import TinyConfig, _norm, _rand, make_target, save_checkpoint, target_tensors, write_tokenizer
 
 # vLLM's CPU attention takes head_dim 32 and up: hidden 128 over 4 heads. 4 layers so that taps can differ.
@@ -144,7 +145,8 @@ def speculators_config(cfg: TinyConfig, *, layers: int, target_layer_ids: list[i
             "verifier": {"name_or_path": verifier, "architectures": cfg.hf_config()["architectures"]},
         },
         "transformer_layer_config": layer, "draft_vocab_size": cfg.vocab_size, "block_size": block_size,
-        "aux_hidden_state_layer_ids": [i + 1 for i in target_layer_ids], "mask_token_id": mask_token_id_of(cfg),
+        "aux_hidden_state_layer_ids": translate(target_layer_ids, "dflash", "speculators-dflash"),
+        "mask_token_id": mask_token_id_of(cfg),
         "sliding_window_non_causal": not causal, "sample_from_anchor": False, "torch_dtype": "float32",
     }
 
@@ -179,7 +181,8 @@ def read_dflash(folder: Path) -> dict:
     c = json.loads((Path(folder) / "config.json").read_text())
     if c.get("speculators_model_type") == "dflash":
         layer = c["transformer_layer_config"]
-        return {"config": layer, "target_layer_ids": [i - 1 for i in c["aux_hidden_state_layer_ids"]],
+        ids = translate(c["aux_hidden_state_layer_ids"], "speculators-dflash", "dflash")
+        return {"config": layer, "target_layer_ids": ids,
                 "mask_token_id": c["mask_token_id"], "block_size": c["block_size"],
                 "causal": not c.get("sliding_window_non_causal", True)}
     d = c["dflash_config"]
