@@ -12,6 +12,7 @@ one that refuses an undamaged one, or writes a map other than the file's ids, or
 from __future__ import annotations
 
 import random
+import warnings
 from pathlib import Path
 
 import numpy
@@ -59,7 +60,9 @@ def read_truth(path: Path, fmt: str):
     if fmt == "safetensors":
         tensors = load_file(path)
         return tensors["d2t"], tensors.get("t2d")
-    data = torch.load(path, map_location="cpu", weights_only=True)
+    with warnings.catch_warnings():  # torch's note on a bare pickle's protocol: the oracle's own read, not the CLI's
+        warnings.simplefilter("ignore", UserWarning)
+        data = torch.load(path, map_location="cpu", weights_only=True)
     if fmt == "specforge":
         return data["d2t"], data.get("t2d")
     if isinstance(data, list) and all(type(i) is int for i in data):
@@ -303,4 +306,40 @@ def seed_list_of_floats(rng, pair: Pair, folder: Path) -> Run:
     return command(rng, pair, folder, path, "sglang", "a .pt list of floats", which="check")
 
 
-SEEDS = {"negative-id map": seed_negative_id, "zero-byte map": seed_zero_byte, "list of floats": seed_list_of_floats}
+# ---- and what the fuzzer found beside them in the same readers -----------------------------------------------------
+def seed_pickle(name: str, value, protocol: int | None = None):
+    """A .pt holding `value`: torch.save's, or a bare pickle of `protocol` (torch warns about it on stderr)."""
+    def run(rng, pair: Pair, folder: Path) -> Run:
+        path = folder / "token_map-2.pt"
+        if protocol is None:
+            torch.save(value, path)
+        else:
+            import pickle
+
+            path.write_bytes(pickle.dumps(value, protocol=protocol))
+        return command(rng, pair, folder, path, "sglang", name, which="check")
+    return run
+
+
+def seed_npy(name: str, damage):
+    """A speculators d2t-4.npy written by numpy, then damaged by `damage(bytes) -> bytes`."""
+    def run(rng, pair: Pair, folder: Path) -> Run:
+        path = write_map(folder, "speculators", torch.tensor([3, 5, 9, 12]), t2d=None)
+        path.write_bytes(damage(path.read_bytes()))
+        return command(rng, pair, folder, path, "speculators", name, which="check")
+    return run
+
+
+def flip_descr_quote(data: bytes) -> bytes:
+    """The quote opening 'descr' in the header, one bit flipped ("'" -> "#"): an unterminated dict numpy's
+    tokenizer cannot scan."""
+    at = data.index(b"'descr'")
+    return data[:at] + bytes([data[at] ^ 0x04]) + data[at + 1:]
+
+
+SEEDS = {"negative-id map": seed_negative_id, "zero-byte map": seed_zero_byte, "list of floats": seed_list_of_floats,
+         "zero-byte .npy": seed_npy("a zero-byte d2t .npy", lambda data: b""),
+         ".npy header bit flipped": seed_npy("a bit flipped in the .npy header's quote", flip_descr_quote),
+         "id 10**30 in a list": seed_pickle("a .pt list [3, 10**30]", [3, 10**30]),
+         "list of bools": seed_pickle("a .pt list [True, False]", [True, False]),
+         "pickle protocol 4": seed_pickle("a bare protocol-4 pickle of [3, 4]", [3, 4], protocol=4)}

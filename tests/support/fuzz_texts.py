@@ -218,9 +218,21 @@ def seed_conversations_5(rng, fx: TextFixtures, folder: Path) -> Run:
     return run
 
 
+def seed_nesting(which: str, kind: str):
+    def run(rng, fx: TextFixtures, folder: Path) -> Run:
+        row = '{"prompt": ' + "[" * 200_000 + "]" * 200_000 + "}\n"  # past Python's recursion limit in json
+        run = command(rng, fx, folder, write(folder, kind, row), kind, "a row nested 200000 deep", which=which)
+        run.expect = r"nested too deeply"
+        return run
+    return run
+
+
 SEEDS = {"ff fe prompts (bench)": seed_bom("bench", "prompts"),
          "ff fe documents (context bench)": seed_bom("context", "documents"),
          "ff fe prompts (coverage)": seed_bom("coverage", "prompts"),
          "ff fe corpus (build)": seed_bom("build", "corpus"),
          "2M-token line (build)": seed_long_line,
-         '{"conversations": 5} (build)': seed_conversations_5}
+         '{"conversations": 5} (build)': seed_conversations_5,
+         "nested 200000 deep (bench)": seed_nesting("bench", "prompts"),
+         "nested 200000 deep (context bench)": seed_nesting("context", "documents"),
+         "nested 200000 deep (build)": seed_nesting("build", "corpus")}
