@@ -26,8 +26,19 @@ FORMATS = ("specforge", "speculators", "modelopt", "sglang", "safetensors")
 ID_LIMIT = 2**31  # no vocabulary is larger: engines hold token ids in int32
 
 
-def valid_problem(d2t, t2d, vocab: int | None) -> str | None:
-    """Why (d2t, t2d) read from the bytes is not a usable map over `vocab` (None: unknown), or None."""
+def is_mask(t2d, written: bool) -> bool:
+    """A 1-D bool t2d; one read may also be an integer 0/1 mask (it marks the same ids: vocab/check.py's note
+    "t2d-not-bool"), one we wrote must be bool as every trainer writes it."""
+    if not isinstance(t2d, torch.Tensor) or t2d.dim() != 1:
+        return False
+    if t2d.dtype == torch.bool:
+        return True
+    integer = not (t2d.dtype.is_floating_point or t2d.dtype.is_complex)
+    return not written and integer and bool(((t2d == 0) | (t2d == 1)).all())
+
+
+def valid_problem(d2t, t2d, vocab: int | None, written: bool = False) -> str | None:
+    """Why (d2t, t2d) read from the bytes (or `written` by us) is not a usable map over `vocab` (None: unknown)."""
     if not isinstance(d2t, torch.Tensor) or d2t.dim() != 1 or d2t.dtype.is_floating_point or d2t.dtype.is_complex \
             or d2t.dtype == torch.bool:
         return f"d2t is not a 1-D integer tensor ({getattr(d2t, 'dtype', type(d2t).__name__)})"
@@ -35,8 +46,9 @@ def valid_problem(d2t, t2d, vocab: int | None) -> str | None:
         return "an empty map"
     ids = d2t.to(torch.int64) + torch.arange(d2t.numel())
     if t2d is not None:
-        if not isinstance(t2d, torch.Tensor) or t2d.dim() != 1 or t2d.dtype != torch.bool:
+        if not is_mask(t2d, written):
             return f"t2d is not a 1-D bool mask ({getattr(t2d, 'dtype', type(t2d).__name__)})"
+        t2d = t2d.to(torch.bool)
         if vocab is not None and t2d.numel() != vocab:
             return f"t2d has {t2d.numel()} entries, the vocabulary {vocab}"
         vocab = vocab if vocab is not None else t2d.numel()
@@ -73,13 +85,14 @@ def read_truth(path: Path, fmt: str):
     return data, None
 
 
-def truth_problem(path: Path, fmt: str, vocab: int | None) -> tuple[str | None, torch.Tensor | None]:
-    """(why the file is not a valid map, its target ids when it is)."""
+def truth_problem(path: Path, fmt: str, vocab: int | None,
+                  written: bool = False) -> tuple[str | None, torch.Tensor | None]:
+    """(why the file (one we `written`) is not a valid map, its target ids when it is)."""
     try:
         d2t, t2d = read_truth(path, fmt)
     except Exception as error:  # noqa: BLE001 - the format's own loader refuses it: not a map
         return f"its own loader refuses it ({type(error).__name__})", None
-    problem = valid_problem(d2t, t2d, vocab)
+    problem = valid_problem(d2t, t2d, vocab, written)
     return problem, None if problem else d2t.to(torch.int64) + torch.arange(d2t.numel())
 
 
@@ -171,7 +184,7 @@ def converted_problem(out: Path, ids: torch.Tensor) -> str | None:
         fmt = next(f for f in FORMATS if file_name(f, ids.numel()) == files[0].name)
     if fmt is None:
         return f"no map written in {out}"
-    problem, written = truth_problem(files[0], fmt, VOCAB)
+    problem, written = truth_problem(files[0], fmt, VOCAB, written=True)
     if problem:
         return f"wrote a map that is not valid: {problem}"
     if not torch.equal(written, ids):

@@ -92,7 +92,7 @@ def command(rng: random.Random, fx: TextFixtures, folder: Path, path: Path, kind
         if which == "context":
             return plausible_bench(outcome.stdout)
         if which == "build":
-            return truth_problem(out / file_name("sglang", 4), "sglang", 256)[0]
+            return truth_problem(out / file_name("sglang", 4), "sglang", 256, written=True)[0]
         return coverage_problem(outcome.stdout)
 
     inputs = [path, pair.target, pair.head, fx.token_map, pair.prompts]
