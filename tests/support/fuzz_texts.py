@@ -9,6 +9,7 @@ command that succeeds must report plausible numbers (support/fuzz_pair.plausible
 
 from __future__ import annotations
 
+import codecs
 import json
 import random
 from dataclasses import dataclass
@@ -34,10 +35,15 @@ def build(root: Path) -> TextFixtures:
     return TextFixtures(pair, write_map(root, "sglang", good_ids(random.Random(0), 32)))
 
 
+def decoded(data: bytes) -> str:
+    """UTF-8, one leading byte-order mark dropped: io/text.py's documented decision (Windows editors write one)."""
+    return data.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+
+
 def bytes_problem(data: bytes) -> str | None:
     """Why these bytes are not rows of JSON objects with well-typed known keys (None: they are)."""
     try:
-        text = data.decode("utf-8")
+        text = decoded(data)
     except UnicodeDecodeError as error:
         return f"not UTF-8 (byte {error.start})"
     for n, line in enumerate(text.splitlines(), 1):
@@ -56,7 +62,7 @@ def bytes_problem(data: bytes) -> str | None:
 
 
 def rows_in(data: bytes) -> int:
-    return sum(1 for line in data.decode("utf-8").splitlines() if line.strip())
+    return sum(1 for line in decoded(data).splitlines() if line.strip())
 
 
 # ---- the commands ---------------------------------------------------------------------------------------------------
