@@ -1,9 +1,8 @@
 """The input fuzzer on every surface a user hands files to (issue 33; support/fuzz_family.py): vocab maps, texts
 (prompts, corpora, documents), MTP targets and stored reports. Per family: a short seeded run (every failure it finds
-must be one another helper of issue 29 owns: support/fuzz_known.py), a negative control (the check the family
-exercises disabled: the fuzzer reports failures), and the cases of issue 29 (and what the fuzzer found) as explicit
-seeds. `make fuzz` runs the
-long ones (marker `fuzz`: FUZZ_N per surface, FUZZ_SURFACE to pick some)."""
+must be one a helper's fix under way owns: support/fuzz_known.py, empty now), a negative control (the check the
+family exercises disabled: the fuzzer reports failures), and the cases of issue 29 (and what the fuzzer found) as
+explicit seeds. `make fuzz` runs the long ones (marker `fuzz`: FUZZ_N per surface, FUZZ_SURFACE to pick some)."""
 
 from __future__ import annotations
 

@@ -16,9 +16,11 @@ import json
 import os
 import resource
 import signal
+import sys
 import tempfile
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,9 +59,22 @@ def address_space() -> int:
     raise RuntimeError("no VmSize in /proc/self/status")
 
 
+def _warnings_as_a_user_sees_them() -> None:
+    """Python's default warning filters, shown on (CliRunner's) stderr: the fork inherits pytest's capture of
+    warnings into a list, which would hide from the oracle a warning the CLI prints to a user."""
+    warnings.resetwarnings()  # also invalidates the "already shown here" registries the parent filled
+    for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+        warnings.simplefilter("ignore", category)
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+    warnings.showwarning = show
+
+
 def _child(cli, argv: list[str], result_file: Path, limit: int) -> None:
     from click.testing import CliRunner
 
+    _warnings_as_a_user_sees_them()
     resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
     result = CliRunner().invoke(cli, argv)
     resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.getrlimit(resource.RLIMIT_AS)[1]))

@@ -12,6 +12,7 @@ one that refuses an undamaged one, or writes a map other than the file's ids, or
 from __future__ import annotations
 
 import random
+import warnings
 from pathlib import Path
 
 import numpy
@@ -25,8 +26,19 @@ FORMATS = ("specforge", "speculators", "modelopt", "sglang", "safetensors")
 ID_LIMIT = 2**31  # no vocabulary is larger: engines hold token ids in int32
 
 
-def valid_problem(d2t, t2d, vocab: int | None) -> str | None:
-    """Why (d2t, t2d) read from the bytes is not a usable map over `vocab` (None: unknown), or None."""
+def is_mask(t2d, written: bool) -> bool:
+    """A 1-D bool t2d; one read may also be an integer 0/1 mask (it marks the same ids: vocab/check.py's note
+    "t2d-not-bool"), one we wrote must be bool as every trainer writes it."""
+    if not isinstance(t2d, torch.Tensor) or t2d.dim() != 1:
+        return False
+    if t2d.dtype == torch.bool:
+        return True
+    integer = not (t2d.dtype.is_floating_point or t2d.dtype.is_complex)
+    return not written and integer and bool(((t2d == 0) | (t2d == 1)).all())
+
+
+def valid_problem(d2t, t2d, vocab: int | None, written: bool = False) -> str | None:
+    """Why (d2t, t2d) read from the bytes (or `written` by us) is not a usable map over `vocab` (None: unknown)."""
     if not isinstance(d2t, torch.Tensor) or d2t.dim() != 1 or d2t.dtype.is_floating_point or d2t.dtype.is_complex \
             or d2t.dtype == torch.bool:
         return f"d2t is not a 1-D integer tensor ({getattr(d2t, 'dtype', type(d2t).__name__)})"
@@ -34,8 +46,9 @@ def valid_problem(d2t, t2d, vocab: int | None) -> str | None:
         return "an empty map"
     ids = d2t.to(torch.int64) + torch.arange(d2t.numel())
     if t2d is not None:
-        if not isinstance(t2d, torch.Tensor) or t2d.dim() != 1 or t2d.dtype != torch.bool:
+        if not is_mask(t2d, written):
             return f"t2d is not a 1-D bool mask ({getattr(t2d, 'dtype', type(t2d).__name__)})"
+        t2d = t2d.to(torch.bool)
         if vocab is not None and t2d.numel() != vocab:
             return f"t2d has {t2d.numel()} entries, the vocabulary {vocab}"
         vocab = vocab if vocab is not None else t2d.numel()
@@ -59,7 +72,9 @@ def read_truth(path: Path, fmt: str):
     if fmt == "safetensors":
         tensors = load_file(path)
         return tensors["d2t"], tensors.get("t2d")
-    data = torch.load(path, map_location="cpu", weights_only=True)
+    with warnings.catch_warnings():  # torch's note on a bare pickle's protocol: the oracle's own read, not the CLI's
+        warnings.simplefilter("ignore", UserWarning)
+        data = torch.load(path, map_location="cpu", weights_only=True)
     if fmt == "specforge":
         return data["d2t"], data.get("t2d")
     if isinstance(data, list) and all(type(i) is int for i in data):
@@ -70,13 +85,14 @@ def read_truth(path: Path, fmt: str):
     return data, None
 
 
-def truth_problem(path: Path, fmt: str, vocab: int | None) -> tuple[str | None, torch.Tensor | None]:
-    """(why the file is not a valid map, its target ids when it is)."""
+def truth_problem(path: Path, fmt: str, vocab: int | None,
+                  written: bool = False) -> tuple[str | None, torch.Tensor | None]:
+    """(why the file (one we `written`) is not a valid map, its target ids when it is)."""
     try:
         d2t, t2d = read_truth(path, fmt)
     except Exception as error:  # noqa: BLE001 - the format's own loader refuses it: not a map
         return f"its own loader refuses it ({type(error).__name__})", None
-    problem = valid_problem(d2t, t2d, vocab)
+    problem = valid_problem(d2t, t2d, vocab, written)
     return problem, None if problem else d2t.to(torch.int64) + torch.arange(d2t.numel())
 
 
@@ -168,7 +184,7 @@ def converted_problem(out: Path, ids: torch.Tensor) -> str | None:
         fmt = next(f for f in FORMATS if file_name(f, ids.numel()) == files[0].name)
     if fmt is None:
         return f"no map written in {out}"
-    problem, written = truth_problem(files[0], fmt, VOCAB)
+    problem, written = truth_problem(files[0], fmt, VOCAB, written=True)
     if problem:
         return f"wrote a map that is not valid: {problem}"
     if not torch.equal(written, ids):
@@ -303,4 +319,40 @@ def seed_list_of_floats(rng, pair: Pair, folder: Path) -> Run:
     return command(rng, pair, folder, path, "sglang", "a .pt list of floats", which="check")
 
 
-SEEDS = {"negative-id map": seed_negative_id, "zero-byte map": seed_zero_byte, "list of floats": seed_list_of_floats}
+# ---- and what the fuzzer found beside them in the same readers -----------------------------------------------------
+def seed_pickle(name: str, value, protocol: int | None = None):
+    """A .pt holding `value`: torch.save's, or a bare pickle of `protocol` (torch warns about it on stderr)."""
+    def run(rng, pair: Pair, folder: Path) -> Run:
+        path = folder / "token_map-2.pt"
+        if protocol is None:
+            torch.save(value, path)
+        else:
+            import pickle
+
+            path.write_bytes(pickle.dumps(value, protocol=protocol))
+        return command(rng, pair, folder, path, "sglang", name, which="check")
+    return run
+
+
+def seed_npy(name: str, damage):
+    """A speculators d2t-4.npy written by numpy, then damaged by `damage(bytes) -> bytes`."""
+    def run(rng, pair: Pair, folder: Path) -> Run:
+        path = write_map(folder, "speculators", torch.tensor([3, 5, 9, 12]), t2d=None)
+        path.write_bytes(damage(path.read_bytes()))
+        return command(rng, pair, folder, path, "speculators", name, which="check")
+    return run
+
+
+def flip_descr_quote(data: bytes) -> bytes:
+    """The quote opening 'descr' in the header, one bit flipped ("'" -> "#"): an unterminated dict numpy's
+    tokenizer cannot scan."""
+    at = data.index(b"'descr'")
+    return data[:at] + bytes([data[at] ^ 0x04]) + data[at + 1:]
+
+
+SEEDS = {"negative-id map": seed_negative_id, "zero-byte map": seed_zero_byte, "list of floats": seed_list_of_floats,
+         "zero-byte .npy": seed_npy("a zero-byte d2t .npy", lambda data: b""),
+         ".npy header bit flipped": seed_npy("a bit flipped in the .npy header's quote", flip_descr_quote),
+         "id 10**30 in a list": seed_pickle("a .pt list [3, 10**30]", [3, 10**30]),
+         "list of bools": seed_pickle("a .pt list [True, False]", [True, False]),
+         "pickle protocol 4": seed_pickle("a bare protocol-4 pickle of [3, 4]", [3, 4], protocol=4)}

@@ -9,6 +9,7 @@ command that succeeds must report plausible numbers (support/fuzz_pair.plausible
 
 from __future__ import annotations
 
+import codecs
 import json
 import random
 from dataclasses import dataclass
@@ -34,10 +35,15 @@ def build(root: Path) -> TextFixtures:
     return TextFixtures(pair, write_map(root, "sglang", good_ids(random.Random(0), 32)))
 
 
+def decoded(data: bytes) -> str:
+    """UTF-8, one leading byte-order mark dropped: io/text.py's documented decision (Windows editors write one)."""
+    return data.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+
+
 def bytes_problem(data: bytes) -> str | None:
     """Why these bytes are not rows of JSON objects with well-typed known keys (None: they are)."""
     try:
-        text = data.decode("utf-8")
+        text = decoded(data)
     except UnicodeDecodeError as error:
         return f"not UTF-8 (byte {error.start})"
     for n, line in enumerate(text.splitlines(), 1):
@@ -56,7 +62,7 @@ def bytes_problem(data: bytes) -> str | None:
 
 
 def rows_in(data: bytes) -> int:
-    return sum(1 for line in data.decode("utf-8").splitlines() if line.strip())
+    return sum(1 for line in decoded(data).splitlines() if line.strip())
 
 
 # ---- the commands ---------------------------------------------------------------------------------------------------
@@ -92,7 +98,7 @@ def command(rng: random.Random, fx: TextFixtures, folder: Path, path: Path, kind
         if which == "context":
             return plausible_bench(outcome.stdout)
         if which == "build":
-            return truth_problem(out / file_name("sglang", 4), "sglang", 256)[0]
+            return truth_problem(out / file_name("sglang", 4), "sglang", 256, written=True)[0]
         return coverage_problem(outcome.stdout)
 
     inputs = [path, pair.target, pair.head, fx.token_map, pair.prompts]
@@ -218,9 +224,21 @@ def seed_conversations_5(rng, fx: TextFixtures, folder: Path) -> Run:
     return run
 
 
+def seed_nesting(which: str, kind: str):
+    def run(rng, fx: TextFixtures, folder: Path) -> Run:
+        row = '{"prompt": ' + "[" * 200_000 + "]" * 200_000 + "}\n"  # past Python's recursion limit in json
+        run = command(rng, fx, folder, write(folder, kind, row), kind, "a row nested 200000 deep", which=which)
+        run.expect = r"nested too deeply"
+        return run
+    return run
+
+
 SEEDS = {"ff fe prompts (bench)": seed_bom("bench", "prompts"),
          "ff fe documents (context bench)": seed_bom("context", "documents"),
          "ff fe prompts (coverage)": seed_bom("coverage", "prompts"),
          "ff fe corpus (build)": seed_bom("build", "corpus"),
          "2M-token line (build)": seed_long_line,
-         '{"conversations": 5} (build)': seed_conversations_5}
+         '{"conversations": 5} (build)': seed_conversations_5,
+         "nested 200000 deep (bench)": seed_nesting("bench", "prompts"),
+         "nested 200000 deep (context bench)": seed_nesting("context", "documents"),
+         "nested 200000 deep (build)": seed_nesting("build", "corpus")}

@@ -69,10 +69,17 @@ def read_jsonl(path: str | Path, parse: Callable[[dict, int], T],
         if not line.strip():
             continue
         try:
-            rows.append(parse(json.loads(line), number))
+            rows.append(parse(_json_row(line), number))
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise refuse(number, error) from error
     return rows
+
+
+def _json_row(line: str) -> object:
+    try:
+        return json.loads(line)
+    except RecursionError as error:  # json's parser gives up past Python's recursion limit: no row is that deep
+        raise ValueError("its JSON is nested too deeply to read") from error
 
 
 def _prompt(item: dict, number: int) -> Prompt:

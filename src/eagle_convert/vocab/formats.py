@@ -8,6 +8,8 @@ load `torch.load` files, speculators `.npy`); our own output is safetensors."""
 from __future__ import annotations
 
 import re
+import tokenize
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +54,10 @@ def _refuse_empty(path: Path, producer: str) -> None:
 def _torch_load(path: Path):
     _refuse_empty(path, "its producer")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch asks the user to file an issue about a pickle it may then refuse:
+            # our paragraph below (or the map's own check) says what is wrong with the file, in one place
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - a refused pickle, a corrupt zip: one typed error either way
         said = str(error).split(". ")[0].strip() or type(error).__name__  # torch's runs on for a paragraph
         raise VocabMapError(f"{path} cannot be read as a tensor file with torch.load(weights_only=True): {said}.",
@@ -64,7 +69,8 @@ def _npy_load(path: Path) -> torch.Tensor:
     _refuse_empty(path, "speculators")
     try:
         return torch.from_numpy(numpy.load(path, allow_pickle=False))
-    except (OSError, ValueError, EOFError, TypeError) as error:  # TypeError: an array of strings, not numbers
+    # TypeError: an array of strings, not numbers; TokenError: a header numpy's own tokenizer cannot scan (flipped bits)
+    except (OSError, ValueError, EOFError, TypeError, tokenize.TokenError) as error:
         said = str(error).split(". ")[0].strip() or type(error).__name__
         raise VocabMapError(f"{path} is not a plain .npy array of numbers: {said}.",
                             "speculators writes d2t-N.npy / t2d-N.npy as int64 / bool arrays.") from error
@@ -120,6 +126,11 @@ def _ids_from_list(path: Path, data: list) -> torch.Tensor:
                             f"{odd[0]!r}): a list of integer target ids was expected.",
                             "Save the target ids as Python ints or an int64 tensor (SGLang's loader would silently "
                             "truncate a float to an id and read True as id 1), or rebuild the map with "
+                            "`eagle-convert vocab-map build`.")
+    huge = next((i for i in data if not -2**63 <= i < 2**63), None)
+    if huge is not None:  # torch.tensor would escape as "Overflow when unpacking long long"
+        raise VocabMapError(f"{path} holds an id of {huge.bit_length()} bits, past int64: no vocabulary has such a "
+                            "token.", "Save the target ids the map was built from, or rebuild the map with "
                             "`eagle-convert vocab-map build`.")
     return torch.tensor(data, dtype=torch.int64)
 
