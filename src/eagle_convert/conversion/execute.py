@@ -17,7 +17,7 @@ from ..checkpoint.ranks.gather import gather
 from ..checkpoint.ranks.shards import Gathered
 from ..checkpoint.read import read_tensor
 from ..io.digest import PREHASH, Digest
-from ..io.gguf import GgufTensor, write_gguf
+from ..io.gguf_file import GgufTensor, write_gguf
 from ..io.progress import Progress
 from ..io.safetensors import tensor_bytes
 from ..io.staging import STAGING_OWNER, staged_output

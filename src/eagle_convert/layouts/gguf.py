@@ -28,7 +28,8 @@ GGUF_FILE = "eagle3.gguf"
 TENSOR_NAMES = {
     "fc.weight": "fc.weight", "lm_head.weight": "output.weight", "norm.weight": "output_norm.weight",
     "embed_tokens.weight": "token_embd.weight", "input_norm.weight": "enc.output_norm.weight", "d2t": "d2t",
-    LAYER + "hidden_norm.weight": "blk.0.attn_norm_2.weight", LAYER + "input_layernorm.weight": "blk.0.attn_norm.weight",
+    LAYER + "hidden_norm.weight": "blk.0.attn_norm_2.weight",
+    LAYER + "input_layernorm.weight": "blk.0.attn_norm.weight",
     LAYER + "post_attention_layernorm.weight": "blk.0.ffn_norm.weight",
     LAYER + "self_attn.q_proj.weight": "blk.0.attn_q.weight", LAYER + "self_attn.k_proj.weight": "blk.0.attn_k.weight",
     LAYER + "self_attn.v_proj.weight": "blk.0.attn_v.weight",
