@@ -135,7 +135,8 @@ def test_the_engine_pair_gets_the_keys_and_tensors_llamacpp_reads(pair):
     assert gguf.types["eagle3.target_layers"] == "ARRAY[INT32]" and gguf.types["eagle3.target_hidden_size"] == "UINT32"
     assert {name: shape for name, (_, shape, _) in gguf.tensors.items()} == TENSORS
     dtypes = {name: dtype for name, (dtype, _, _) in gguf.tensors.items()}
-    assert {n for n, d in dtypes.items() if d == torch.float32} == {n for n, s in TENSORS.items() if len(s) == 1} - {"d2t"}
+    norms = {n for n, s in TENSORS.items() if len(s) == 1} - {"d2t"}
+    assert {n for n, d in dtypes.items() if d == torch.float32} == norms  # F32 whatever --dtype, as llama.cpp's
     assert dtypes["d2t"] == torch.int64 and dtypes["fc.weight"] == torch.bfloat16
     from safetensors.torch import load_file
     head = load_file(paths["eagle3"] / "model.safetensors")
