@@ -53,7 +53,7 @@ def test_registry_is_the_single_list(monkeypatch):
     assert "new-layout" in output_layouts()
     assert served_as_stored("vllm") == ["vllm", "speculators", "new-layout"]  # what engines/prepare.py serves as is
     header = variant_markdown_table().splitlines()[0]  # the README variant table's columns, in output_order
-    assert header == "| variant | `--to vllm` | `--to new-layout` | `--to speculators` | `--to sglang` |"
+    assert header == "| variant | `--to vllm` | `--to new-layout` | `--to speculators` | `--to sglang` | `--to gguf` |"
     monkeypatch.delitem(LAYOUTS, _NewLayout.name)
     assert "new-layout" not in variant_markdown_table()  # negative control: the column came from the registry
 

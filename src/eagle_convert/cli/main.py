@@ -136,8 +136,10 @@ def _human_convert(result) -> str:
     if result.out:
         lines.append(f"output: {result.out} ({', '.join(result.files)}); every tensor reloaded and verified")
     written = result.positions["written"]
+    rope = "rope_theta, rope_scaling and rope_parameters (one schedule for every engine)" \
+        if plan.gguf_file is None else written["why"]
     lines.append(f"positions: max_position_embeddings {written.get('max_position_embeddings')}; RoPE written as "
-                 "rope_theta, rope_scaling and rope_parameters (one schedule for every engine)")
+                 f"{rope}")
     lines.append(f"serve: {plan.serve_command}")
     return "\n".join(lines)
 

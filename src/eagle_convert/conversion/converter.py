@@ -139,7 +139,9 @@ def convert(draft: str | InputRef, target: str | InputRef, out: str | Path | Non
     check_head_vocab_map(head)
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None,
                               lm_head_from=weights_in, token_map=hot.describe() if hot else None)
-    positions.written = written_positions(plan.config)
+    positions.written = written_positions(plan.config) if not plan.gguf_file else {
+        **get_layout(to).flat_config(plan.config),
+        "why": "GGUF eagle3.context_length and eagle3.rope.freq_base (a head with RoPE scaling is refused)"}
     # What still holds for the output (a limit convert raised, a key it mirrored, no longer): what the CLI warns of.
     after = check_positions(get_layout(to).flat_config(plan.config), target_info.config,
                             PositionOptions(max_model_len, allow_rope_mismatch))

@@ -5,6 +5,7 @@ folder moved into place."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from ..checkpoint.ranks.gather import gather
 from ..checkpoint.ranks.shards import Gathered
 from ..checkpoint.read import read_tensor
 from ..io.digest import PREHASH, Digest
+from ..io.gguf_file import GgufTensor, write_gguf
 from ..io.progress import Progress
 from ..io.safetensors import tensor_bytes
 from ..io.staging import STAGING_OWNER, staged_output
@@ -76,9 +78,14 @@ def execute_plan(plan: Plan, checkpoints: dict[str, Checkpoint], out: Path, forc
     bar = Progress("writing tensors", len(wanted), "tensor", enabled=progress)
     with staged_output(out, force) as staging:
         try:
-            for rel, tensors in files.items():
-                write_safetensors(staging / rel, tensors, lambda o: (bar.update(1), produce(o))[1],
-                                  on_nonfinite=on_nonfinite)
+            if plan.gguf_file:
+                write_gguf(staging / plan.gguf_file, {k: tuple(v) for k, v in plan.config.items()},
+                           [GgufTensor(o.name, o.dtype, o.shape) for o in wanted],
+                           lambda o: (bar.update(1), produce(o))[1], on_nonfinite=on_nonfinite)
+            else:
+                for rel, tensors in files.items():
+                    write_safetensors(staging / rel, tensors, lambda o: (bar.update(1), produce(o))[1],
+                                      on_nonfinite=on_nonfinite)
             settle()
         finally:
             bar.close()  # also on error: tqdm's own monitor thread must not outlive the conversion
@@ -87,7 +94,8 @@ def execute_plan(plan: Plan, checkpoints: dict[str, Checkpoint], out: Path, forc
             raise finite.refusal(result.nonfinite, by_name)  # inside staged_output: the staging folder is removed
         for name, count in result.nonfinite.items():
             provenance[name]["nonfinite"] = count
-        _write_beside(plan, checkpoints, staging, files)
+        if not plan.gguf_file:  # a GGUF file holds its metadata itself
+            _write_beside(plan, checkpoints, staging, files)
         if token_map is not None:
             result.token_map = write_token_map(token_map, staging)
         result.provenance = {
@@ -137,6 +145,8 @@ def _how(planned: PlannedTensor) -> str:
     """How an output tensor was made from its sources, for the provenance record."""
     if planned.derive == DEQUANT:
         return planned.dequant.how(planned.dtype)
+    if planned.rewrite:
+        return f"{_how(dataclasses.replace(planned, rewrite=None))}, then {planned.rewrite.how}"
     if planned.derive not in (None, GATHER):
         return planned.derive
     source = planned.sources[0].ref
@@ -148,6 +158,13 @@ def _how(planned: PlannedTensor) -> str:
 
 
 def _produce(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result: Executed):
+    """The tensor to write and the provenance of what was read for it (`_read`), with the layout's rewrite applied
+    (llama.cpp's q/k row order, absolute d2t: layouts/gguf.py)."""
+    value, sources = _read(planned, checkpoints, result)
+    return (planned.rewrite.apply(value) if planned.rewrite else value), sources
+
+
+def _read(planned: PlannedTensor, checkpoints: dict[str, Checkpoint], result: Executed):
     """The tensor to write (in its source dtype when only a cast is left: the writer casts it chunk by chunk) and the
     provenance of what was read for it: sha256 of the bytes read (never whole files), as a Digest computed on another
     core while the tensor is written; `execute_plan` waits for it."""

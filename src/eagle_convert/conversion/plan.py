@@ -4,7 +4,7 @@ head from a draft and its target; mtp_plan.py plans the MTP layers inside a targ
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import torch
@@ -15,7 +15,7 @@ from ..draft.load import DraftHead
 from ..errors import UnsupportedConversionError, option
 from ..io.safetensors import SAFETENSORS_CODES, nbytes_of
 from ..layouts import OutputContext, get_layout
-from ..layouts.base import DerivedTensor
+from ..layouts.base import DerivedTensor, Rewrite
 from ..spec import DraftSpec
 from ..targets.quant import StoredWeight
 from ..targets.target_info import DTYPE_NAMES, TargetInfo
@@ -41,6 +41,7 @@ class PlannedTensor:
     shape: tuple[int, ...]
     derive: str | None = None  # FOLD or ZEROS for derived tensors; GATHER for a per-rank target's tensor; DEQUANT
     dequant: StoredWeight | None = None  # DEQUANT: the codes, their scale and its layout
+    rewrite: Rewrite | None = None  # how the layout changes the values on the way out (layouts/gguf.py)
 
     @property
     def nbytes(self) -> int:
@@ -52,6 +53,10 @@ class PlannedTensor:
                 for origin, ref in self.sources for leaf in ref.leaves()]
 
     def describe_source(self) -> str:
+        source = self._source()
+        return f"{source}, then {self.rewrite.how}" if self.rewrite else source
+
+    def _source(self) -> str:
         if self.derive == ZEROS:
             return "zeros"
         if self.derive == GATHER:
@@ -81,6 +86,7 @@ class Plan:
     side_files: tuple[str, ...] = ()  # the target's files copied as they are (tokenizer, remote code)
     record: dict = field(default_factory=dict)  # sections of its own in eagle_convert.json (MTP: the layers found)
     model_card: bool = True  # a README.md beside the head (not for the target's own MTP layers)
+    gguf_file: str | None = None  # one GGUF file (metadata: `config`) instead of safetensors and config.json
 
     def bytes_read(self) -> dict[str, int]:
         """Bytes of tensor data read from each input (a tensor read twice counts once)."""
@@ -162,6 +168,9 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
 
     tensors = [_planned(name, role, head, target, out_dtype) for name, role in roles.items()]
     tensors += [_zeros(name, derived, out_dtype) for name, derived in layout.derived_tensors(spec, canonical).items()]
+    rewrites = layout.rewrites(spec)
+    tensors = [replace(t, dtype=layout.output_dtype(t.name, t.shape, t.dtype), rewrite=rewrites.get(t.name))
+               for t in tensors]
     used = {t.role for t in tensors} | ({"fc.bias", "embed_tokens.weight"} if fold else set())
     reasons = layout.dropped_reasons(spec)
     for role in sorted(canonical - used):
@@ -172,7 +181,7 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
                         num_speculative_tokens=num_speculative_tokens, token_map=token_map)
     return Plan(layout=to, spec=spec, config=layout.output_config(spec, ctx), tensors=tuple(tensors),
                 dropped=tuple(dropped), notes=tuple(notes), serve_command=layout.serve_command(spec, ctx),
-                dtype_name=dtype_name, warnings=tuple(warnings))
+                dtype_name=dtype_name, warnings=tuple(warnings), gguf_file=layout.gguf_file)
 
 
 def _cast_dtype(ref_dtype: torch.dtype, out_dtype: torch.dtype) -> torch.dtype:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..kinds import KINDS
@@ -56,6 +57,15 @@ class EmbeddingRule:
     hint: str
 
 
+@dataclass(frozen=True)
+class Rewrite:
+    """A change a layout makes to a tensor's values on the way out, same shape (llama.cpp's q/k row order, absolute
+    d2t ids): `apply` takes the tensor as read and returns it as written; `how` says it in the plan and provenance."""
+
+    how: str
+    apply: Callable
+
+
 class Layout:
     name: str = ""
     summary: str = ""  # one line for the layouts table (docs/layouts.md)
@@ -78,6 +88,8 @@ class Layout:
     # Written from the target alone (`convert --mtp TARGET --to <to>`): the head lives inside the target (MTP layers,
     # extracted.py). Such layouts are never a draft's input, a `convert DRAFT --to` choice, or a row of the tables.
     from_target: bool = False
+    # The one GGUF file this layout writes (its metadata: `output_config`), instead of safetensors and config.json.
+    gguf_file: str | None = None
 
     # ---- input side ---------------------------------------------------------------------------------------------
     def detect(self, config: dict, names: frozenset[str]) -> str | None:
@@ -119,6 +131,14 @@ class Layout:
     def derived_tensors(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, DerivedTensor]:
         """output name -> a tensor the layout needs that the head lacks (written after `output_names`)."""
         return {}
+
+    def rewrites(self, spec: DraftSpec) -> dict[str, Rewrite]:
+        """output name -> how its values change on the way out (none: tensors are copied, or cast)."""
+        return {}
+
+    def output_dtype(self, name: str, shape: tuple[int, ...], planned):
+        """The dtype `name` is written in, given the one the plan chose (the --dtype for float tensors)."""
+        return planned
 
     def embedding_rule(self, spec: DraftSpec, canonical: frozenset[str]) -> EmbeddingRule | None:
         """How the engine treats a draft's own embedding, when it does not load it as it is (None: it does)."""

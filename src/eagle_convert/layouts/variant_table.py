@@ -20,30 +20,33 @@ _BASE = DraftSpec(kind=EAGLE3, hidden_size=4096, num_attention_heads=32, num_key
 # S = tests/engines/test_sglang.py (real SGLang 0.5.23 loader: every parameter equals its tensor, SGLang's view of the
 # variant equals the head's); refusals: test_variants.py (one paragraph, exit 1, nothing written). V*: vLLM loads and
 # runs it with bench's counters, but that pair's counters do not change when the flag is dropped (bench shows the same
-# numbers without it), so only R shows the flag is honoured.
+# numbers without it), so only R shows the flag is honoured. L = tests/engines/test_gguf_llamacpp.py (real llama.cpp
+# b11434: the file's keys and tensors equal llama.cpp's own converter's, accepted tokens equal per prompt, lossless);
+# O = tests/conversion/test_gguf_layout.py (every key and tensor written, read back with an independent parser).
 VARIANTS = [
-    ("EAGLE-3 (SafeAILab / SpecForge)", {}, {"vllm": "R V", "speculators": "R V", "sglang": "R S"}),
+    ("EAGLE-3 (SafeAILab / SpecForge)", {}, {"vllm": "R V", "speculators": "R V", "sglang": "R S", "gguf": "O L"}),
     ("norm_before_fc (`input_norm.weight`)", {"norm_before_fc": True},
      {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
     ("EAGLE 3.1: `fc_norm.{i}` + norm_output", {"fc_norm": True, "norm_output": True},
-     {"vllm": "R V, norm_output V*", "speculators": "R", "sglang": "R S"}),
+     {"vllm": "R V, norm_output V*", "speculators": "R", "sglang": "R S", "gguf": "O"}),
     # SpecForge's norm_output (logits through norm, pre-norm state fed back) is the engines' false: read so
     # (formats/eagle3.py specforge_norm_output), so the head written is the plain-fed-back one; its false is refused.
     ("SpecForge EAGLE 3.1: `fc_norm.{i}`, `norm_output: true` in SpecForge's meaning (written false)",
-     {"fc_norm": True}, {"vllm": "R", "speculators": "R", "sglang": "R"}),
+     {"fc_norm": True}, {"vllm": "R", "speculators": "R", "sglang": "R", "gguf": "O"}),
     ("4 aux states (gpt-oss heads)", {"num_aux_states": 4, "aux_layer_ids": (2, 10, 18, 29)},
-     {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
+     {"vllm": "R V", "speculators": "R", "sglang": "R S", "gguf": "O"}),
     ("use_aux_hidden_state: false (no fc)", {"num_aux_states": 0, "aux_layer_ids": ()},
-     {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
+     {"vllm": "R V", "speculators": "R", "sglang": "R S", "gguf": "O"}),
     ("norm_before_residual: true", {"norm_before_residual": True}, {"vllm": "R V*", "speculators": "R", "sglang": "R"}),
     ("target_hidden_size != hidden_size", {"target_hidden_size": 5120},
      {"vllm": "R", "speculators": "R", "sglang": "R S"}),
-    ("2 decoder layers", {"num_layers": 2}, {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
+    ("2 decoder layers", {"num_layers": 2}, {"vllm": "R V", "speculators": "R", "sglang": "R S", "gguf": "O"}),
     ("Qwen3 draft (q_norm / k_norm)", {"qk_norm": True, "base_model_type": "qwen3"},
-     {"vllm": "R V", "speculators": "R", "sglang": "R"}),
+     {"vllm": "R V", "speculators": "R", "sglang": "R", "gguf": "O"}),
     ("draft_vocab_size: null, no lm_head", {"lm_head_from_target": True, "draft_vocab_size": 128256},
      {"vllm": "R", "speculators": "R", "sglang": "R S"}),
-    ("fc bias (`fc.bias`, config `bias`)", {"fc_bias": True}, {"vllm": "R", "speculators": "R", "sglang": "R"}),
+    ("fc bias (`fc.bias`, config `bias`)", {"fc_bias": True},
+     {"vllm": "R", "speculators": "R", "sglang": "R", "gguf": "O"}),
 ]
 
 
