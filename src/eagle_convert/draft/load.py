@@ -235,3 +235,6 @@ def tensor_reader(head: DraftHead):
         return read_tensor(head.checkpoint, head.tensors[name])
 
     return get
+
+
+from . import dflash_head  # noqa: E402, F401  (fills DFlash's row in kinds.py; it imports this module's reader)

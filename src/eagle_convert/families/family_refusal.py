@@ -11,8 +11,8 @@ def family_refusal(family: DraftFamily, label: str) -> UnsupportedConversionErro
         f"{label} is {family.title}: serve it as it is with {', '.join(family.engines)}; eagle-convert does not "
         f"convert it{family.why}.",
         "Point the engine at the checkpoint as it is and name the method explicitly (an engine left to guess it from "
-        "the path can misroute the head silently); eagle-convert converts EAGLE-1 and EAGLE-3 heads and extracts "
-        "the MTP layers of the families in docs/mtp.md.")
+        "the path can misroute the head silently); eagle-convert converts EAGLE-1, EAGLE-3 and DFlash heads and "
+        "extracts the MTP layers of the families in docs/mtp.md.")
 
 
 def refuse_family(config: dict, names, label: str) -> DraftFamily | None:

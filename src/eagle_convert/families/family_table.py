@@ -116,8 +116,9 @@ FAMILIES: tuple[DraftFamily, ...] = (
                     "(speculators' peagle default False, eagle3's True), and SGLang and llama.cpp have no P-EAGLE"),
     DraftFamily("eagle3-mla", "an EAGLE-3 head with MLA attention (Eagle3DeepseekV2/V3)",
                 ("vLLM `method: eagle3`", "SGLang `--speculative-algorithm EAGLE3`"),
-                ((arch("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"),),
-                 (tensor(r"^(midlayer|layers\.\d+)\.self_attn\.kv_a_proj_with_mqa\."),)),
+                # by architecture only: MLA tensors under another name are refused by draft/variants.py's mla_refusal,
+                # which lists them
+                ((arch("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"),),),
                 why=": no layout here holds MLA attention, and llama.cpp and OpenVINO load Llama-architecture drafts "
                     "only"),
     DraftFamily("eagle3-qwen3", "an EAGLE-3 head with a Qwen3 draft architecture (q_norm / k_norm)",

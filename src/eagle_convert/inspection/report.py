@@ -167,7 +167,7 @@ def variant_flags(spec) -> dict:
 
 def _taps(spec, target: TargetInfo | None) -> dict | None:
     """The layers feeding the head as each engine and exporter counts them (None: a kind fed no aux states)."""
-    if not spec.head_kind.aux_states:
+    if not spec.head_kind.aux_states and spec.aux_layer_ids is None:  # DFlash states its taps without aux flags
         return None
     taps = describe_taps(spec.aux_layer_ids, spec.aux_ids_origin, target.num_hidden_layers if target else None)
     return {**taps, "line": taps_line(taps)}
