@@ -18,6 +18,7 @@ from .errors import UnsupportedConversionError
 EAGLE1 = "eagle1"
 EAGLE3 = "eagle3"
 MTP = "mtp"
+DFLASH = "dflash"
 
 # Canonical tensor names (spec.py explains them), per head kind. Anything else in a draft is unexpected.
 LAYER = "layers.0."
@@ -65,6 +66,21 @@ class _MtpNames:
 MTP_NAMES = _MtpNames()
 
 
+class _DflashNames:
+    """DFlash canonical names (z-lab and speculators store the same): Qwen3 blocks under `layers.{i}.` with q/k
+    norms, `fc` over the tapped target states, `hidden_norm`, `norm`; no embedding or LM head of its own."""
+
+    _LAYER = re.compile(r"layers\.\d+\.(self_attn\.[qkvo]_proj\.weight|self_attn\.[qk]_norm\.weight|"
+                        r"mlp\.(gate|up|down)_proj\.weight|(input_layernorm|post_attention_layernorm)\.weight)")
+
+    def __contains__(self, name: str) -> bool:
+        return name in ("fc.weight", "hidden_norm.weight", "norm.weight") or bool(self._LAYER.fullmatch(name))
+
+
+DFLASH_NAMES = _DflashNames()
+DFLASH_ARCHITECTURES = ("DFlashDraftModel", "Qwen3DFlashDraftModel")  # z-lab's; JetSpec writes the first
+
+
 @dataclass(frozen=True)
 class HeadKind:
     name: str  # DraftSpec.kind, and "kind" in --json
@@ -88,6 +104,8 @@ class HeadKind:
     # Converted from a draft checkpoint by a draft layout; False: extracted from its target (`convert --mtp`) by the
     # layouts marked `from_target`, which keep the target's own names
     from_draft_checkpoint: bool = True
+    # Why our bench runner cannot run this kind yet (None: it can): said before any model is loaded
+    runner_refusal: str | None = None
     # Registered from above (PARTS): reader (checkpoint, target config, label, drop) -> head; spec_builder (cfg,
     # tensors, common, target_config, notes, label, nested_taps) -> DraftSpec; runner_head: the bench runner's
     # head module class
@@ -112,8 +130,9 @@ class HeadKind:
 
 
 PARTS = ("recognise", "reader", "spec_builder", "runner_head")
-_REGISTERED_BY = {"recognise": "mtp/draft.py for MTP", "reader": "draft/load.py, mtp/draft.py",
-                  "spec_builder": "draft/load.py, mtp/draft.py", "runner_head": "runner/heads.py, runner/mtp_head.py"}
+_REGISTERED_BY = {"recognise": "mtp/draft.py for MTP", "reader": "draft/load.py, mtp/draft.py, draft/dflash_head.py",
+                  "spec_builder": "draft/load.py, mtp/draft.py, draft/dflash_head.py",
+                  "runner_head": "runner/heads.py, runner/mtp_head.py"}
 
 
 def register(kind: str, **parts) -> None:
@@ -129,6 +148,14 @@ def _looks_eagle3(config: dict, names: frozenset[str]) -> bool:
     return (any(n.startswith(("midlayer.", "eagle_module.")) for n in names) or "d2t" in names
             or any(n.endswith("layers.0.hidden_norm.weight") for n in names) or "Eagle3" in archs
             or config.get("speculators_model_type") == "eagle3")
+
+
+def _looks_dflash(config: dict, names: frozenset[str]) -> bool:
+    """z-lab (and JetSpec) by architecture or dflash_config, speculators by its model type. Families built on a DFlash
+    body (DSpark, Domino, ...) are named and refused before any kind is asked (families/)."""
+    archs = set(config.get("architectures") or [])
+    return (bool(archs & set(DFLASH_ARCHITECTURES)) or isinstance(config.get("dflash_config"), dict)
+            or config.get("speculators_model_type") == "dflash")
 
 
 def kind_of(config: dict, names: frozenset[str], *, from_draft_checkpoint: bool = False) -> str:
@@ -164,4 +191,11 @@ KINDS = {kind.name: kind for kind in (
     HeadKind(EAGLE3, "EAGLE-3", EAGLE3_NAMES, vllm_method="eagle3", target_lm_head=False, vocab_map=True,
              fc_bias_foldable=False, aux_states=True, required_tensors=(), tree_defaults=(7, 10, 60),
              sglang_algorithm="EAGLE3", sglang_architecture="LlamaForCausalLMEagle3", recognise=_looks_eagle3),
+    # DFlash (z-lab; JetSpec = causal): drafts a block of mask tokens in one forward from tapped target states, with
+    # the target's embedding and LM head (draft/dflash_head.py reads it; layouts/dflash_zlab.py, speculators_dflash.py)
+    HeadKind(DFLASH, "DFlash", DFLASH_NAMES, vllm_method="dflash", target_lm_head=True, vocab_map=False,
+             fc_bias_foldable=False, aux_states=False, required_tensors=("fc.weight", "hidden_norm.weight"),
+             tree_defaults=(5, 10, 60), sglang_algorithm="DFLASH", sglang_architecture=None,
+             recognise=_looks_dflash, runner_refusal="our runner does not draft DFlash blocks yet; bench it with "
+                                                     "--engine vllm (vLLM `method: dflash`)"),
 )}

@@ -68,6 +68,12 @@ class DraftSpec:
     # MTP heads (kinds.py "mtp"): the family (mtp/ table) and its fusion order, [hidden ; embedding] for MiMo
     mtp_family: str | None = None
     mtp_hidden_first: bool = False
+    # DFlash heads (kinds.py "dflash"): the block drafted per forward (bonus + block_size - 1 mask tokens), the mask
+    # token (a target id), attention inside the block (JetSpec: causal), and the target's layer count when known
+    block_size: int | None = None
+    mask_token_id: int | None = None
+    causal: bool = False
+    num_target_layers: int | None = None
     hidden_act: str = "silu"
     extra: dict = field(default_factory=dict, compare=False)  # other source config keys, kept for output configs
     flag_sources: dict = field(default_factory=dict, compare=False)  # EAGLE-3 flag -> where it was read from
@@ -88,6 +94,9 @@ class DraftSpec:
     @property
     def variant(self) -> str:
         """A name for the head: EAGLE-1, EAGLE-3, or EAGLE-3 / EAGLE 3.1 with its non-default flags."""
+        if self.block_size is not None:  # a block drafter (DFlash): its block is what engines must run alike
+            return (f"{self.head_kind.title} (block {self.block_size}, mask token {self.mask_token_id}, "
+                    f"{'causal (JetSpec)' if self.causal else 'non-causal'} attention in the block)")
         if not self.head_kind.aux_states:  # EAGLE-3's variants are told apart by flags; other kinds have none
             return self.head_kind.title
         base = "EAGLE 3.1" if self.fc_norm or self.norm_output else "EAGLE-3"

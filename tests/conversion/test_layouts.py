@@ -51,7 +51,8 @@ class _NewLayout(Layout):
 def test_registry_is_the_single_list(monkeypatch):
     monkeypatch.setitem(LAYOUTS, _NewLayout.name, _NewLayout())
     assert "new-layout" in output_layouts()
-    assert served_as_stored("vllm") == ["vllm", "speculators", "new-layout"]  # what engines/prepare.py serves as is
+    # what engines/prepare.py serves as is (the DFlash layouts: vLLM `method: dflash`)
+    assert served_as_stored("vllm") == ["vllm", "speculators", "dflash", "speculators-dflash", "new-layout"]
     header = variant_markdown_table().splitlines()[0]  # the README variant table's columns, in output_order
     assert header == "| variant | `--to vllm` | `--to new-layout` | `--to speculators` | `--to sglang` | `--to gguf` |"
     monkeypatch.delitem(LAYOUTS, _NewLayout.name)

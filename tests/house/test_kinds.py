@@ -26,8 +26,11 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 def test_each_kind_row_is_filled_by_the_rooms_above(name):
     kind = KINDS[name]
     assert kind.name == name
-    assert issubclass(kind.head_class(), HeadModule)
-    assert all(callable(kind.part(part)) for part in PARTS if part != "recognise" or not kind.fallback)
+    # a kind our runner cannot draft yet says so by name (runner_refusal) instead of having a head module
+    assert kind.runner_refusal is not None or issubclass(kind.head_class(), HeadModule)
+    skipped = {"recognise"} if kind.fallback else set()
+    skipped |= {"runner_head"} if kind.runner_refusal else set()
+    assert all(callable(kind.part(part)) for part in PARTS if part not in skipped)
     writers = output_layouts_for(name)
     assert writers, f"layouts that write {name} heads"
     # a kind converted from a draft checkpoint is written by draft layouts; MTP, inside its target, by extracted ones

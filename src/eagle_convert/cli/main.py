@@ -172,6 +172,10 @@ def _human_inspect(report) -> str:
     lines += [f"  {t['name']:<{width}}  {t['dtype']:<5} {str(t['shape']):<14} {t['file']}" for t in report.tensors]
     if report.ranks:
         lines += _human_ranks(report.ranks)
+    if report.family:
+        f = report.family
+        lines.append(f"family: {f['family']}, {f['title']}; loaded as it is by {', '.join(f['engines'])}; "
+                     + (f"eagle-convert: {f['how']}" if f["converted"] else "eagle-convert does not convert it"))
     if report.variant:
         lines.append(f"variant: {report.variant}")
         lines += [f"  {k} = {json.dumps(f['value'])}  ({f['source']})" for k, f in report.flags.items()]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ..checkpoint.index import Checkpoint, TensorRef
 from ..errors import LayoutError, ShapeMismatchError, UnexpectedTensorError, option
+from ..families import refuse_family
 from ..kinds import EAGLE1, EAGLE3, KINDS, HeadKind, kind_of, register
 from ..layouts import CANONICAL_NAMES, Layout, detect_layout
 from ..layouts.base import matches_any
@@ -63,6 +64,7 @@ def _require(config: dict, key: str, where: str):
 
 def load_draft(ckpt: Checkpoint, target_config: dict | None = None, drop: tuple[str, ...] = ()) -> DraftHead:
     names = frozenset(ckpt.names())
+    refuse_family(ckpt.config, names, ckpt.label)  # first: a family on another's body (DSpark on DFlash) is named
     layout, reason = detect_layout(ckpt.config, names)
     if layout is None:
         sample = ", ".join(sorted(names)[:8])
@@ -233,3 +235,6 @@ def tensor_reader(head: DraftHead):
         return read_tensor(head.checkpoint, head.tensors[name])
 
     return get
+
+
+from . import dflash_head  # noqa: E402, F401  (fills DFlash's row in kinds.py; it imports this module's reader)

@@ -9,6 +9,7 @@ from ..checkpoint.open import open_input
 from ..checkpoint.ranks.checkpoint import RankedCheckpoint
 from ..draft.load import DraftHead, load_draft
 from ..errors import EagleConvertError
+from ..families import family_of, family_refusal
 from ..io.safetensors import SAFETENSORS_CODES
 from ..kinds import KINDS, HeadKind, kind_of
 from ..layouts import LAYOUTS
@@ -55,13 +56,15 @@ class InspectReport:
     # The target layers feeding a head fed aux states, in every engine's convention, with where they came from and
     # `line`, the sentence the CLI prints (taps/conventions.py)
     taps: dict | None = None
+    family: dict | None = None  # a late-2026 draft family it shows (families/): which, who loads it, converted or not
 
     def to_dict(self) -> dict:
         return {"path": self.path, "layout": self.layout, "layout_reason": self.layout_reason, "kind": self.kind,
                 "variant": self.variant, "flags": self.flags,
                 "config": self.config, "tensors": self.tensors, "problems": [p.to_dict() for p in self.problems],
                 "notes": self.notes, "ranks": self.ranks, "target": self.target, "positions": self.positions,
-                "vocab_map": self.vocab_map, "mtp": self.mtp, "taps": self.taps}
+                "vocab_map": self.vocab_map, "mtp": self.mtp, "taps": self.taps,
+                "family": self.family}
 
 
 def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (), revision: str | None = None,
@@ -81,6 +84,13 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
                                              role="target", pattern=target_pattern).checkpoint)
     report = InspectReport(path=str(path), layout=None, layout_reason=None, kind=None, config=ckpt.config,
                            tensors=tensors, notes=list(ref.notes))
+    family = family_of(ckpt.config, ckpt.names())
+    if family is not None:
+        report.family = family.describe()
+        if family.converts is None:  # named and refused before anything reads it as a look-alike
+            refusal = family_refusal(family, str(path))
+            report.problems.append(Problem(refusal.message, refusal.hint))
+            return report
     kind = KINDS[kind_of(ckpt.config, frozenset(ckpt.names()))]
     # Before the target check: a head extracted from its target (MTP) alone in a folder has the target's config, but
     # no trunk; one still inside its target is the target's report.
@@ -157,7 +167,7 @@ def variant_flags(spec) -> dict:
 
 def _taps(spec, target: TargetInfo | None) -> dict | None:
     """The layers feeding the head as each engine and exporter counts them (None: a kind fed no aux states)."""
-    if not spec.head_kind.aux_states:
+    if not spec.head_kind.aux_states and spec.aux_layer_ids is None:  # DFlash states its taps without aux flags
         return None
     taps = describe_taps(spec.aux_layer_ids, spec.aux_ids_origin, target.num_hidden_layers if target else None)
     return {**taps, "line": taps_line(taps)}

@@ -7,7 +7,7 @@ first group, which the tables, detection and `convert DRAFT`'s choices list."""
 from __future__ import annotations
 
 from ..errors import LayoutError
-from ..kinds import EAGLE1, EAGLE3, KINDS
+from ..kinds import DFLASH, EAGLE1, EAGLE3, KINDS
 
 LAYOUTS: dict[str, Layout] = {}  # noqa: F821  (filled by @register, in detection order)
 
@@ -40,7 +40,8 @@ def output_layouts_for(kind: str) -> list[str]:
 # `convert` without --to, per head kind: a layout that holds the head, so that the default never fails. EAGLE-1
 # keeps the seed's vllm-v0 (what it has always written, byte for byte); vllm-v0 cannot hold an EAGLE-3 head (v0 had
 # none), which gets the layout today's vLLM loads (`method: eagle3`, its V1 engine).
-DEFAULT_OUTPUT_LAYOUTS = {EAGLE1: "vllm-v0", EAGLE3: "vllm"}
+# DFlash: z-lab's layout, what vLLM `method: dflash` and SGLang DFLASH load.
+DEFAULT_OUTPUT_LAYOUTS = {EAGLE1: "vllm-v0", EAGLE3: "vllm", DFLASH: "dflash"}
 
 
 def default_output_layout(kind: str) -> str:

@@ -12,6 +12,7 @@ import torch
 
 from ..checkpoint.index import Checkpoint, TensorRef, parse_safetensors_header
 from ..errors import EagleConvertError, LayoutError, MissingTensorError, ShapeMismatchError, UnsupportedConversionError
+from ..families import BY_NAME, refuse_family
 from ..targets.quant import FP8_DTYPES, PACKED_SUFFIXES, block_size_of
 from .bounds import check_counts
 from .families import DSPARK_MODEL_TYPES, DSPARK_NAMES, PROMISE_KEYS, MtpFamily, family_for, family_names, text_config
@@ -99,7 +100,7 @@ def _refuse_lookalikes(config: dict, names) -> None:
         raise UnsupportedConversionError(
             f"This checkpoint's draft under the MTP prefix is DeepSeek-V4.1's DSpark drafter ({why}), not classic "
             "MTP layers: it has main_proj / markov_head / confidence_head stages and no eh_proj / enorm / hnorm.",
-            "Serve it with the engine's own DSpark support (vLLM: speculative method 'dspark'); eagle-convert "
+            f"Serve it as it is with {', '.join(BY_NAME['dspark-deepseek-v4'].engines)}; eagle-convert "
             "extracts classic MTP layers only.")
 
 
@@ -202,6 +203,7 @@ def find_mtp(ckpt: Checkpoint) -> MtpLayers:
     _refuse_lookalikes(config, names)
     family = family_for(config)
     if family is None:
+        refuse_family(config, names, ckpt.label)  # a late-2026 MTP family with no row here: refused by name
         raise _no_family(config, names)
     trunk = trunk_layers(family, config)
     whose = mtp_owner(config, names, ckpt.label)

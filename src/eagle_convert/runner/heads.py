@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..errors import MissingTensorError, ShapeMismatchError
+from ..errors import MissingTensorError, ShapeMismatchError, UnsupportedModelError
 from ..kinds import EAGLE1, EAGLE3, check_takes_token_map, register
 from ..spec import DraftSpec, default_aux_layer_ids
 from .hot_tokens import restrict_lm_head
@@ -269,6 +269,10 @@ def head_module_class(spec: DraftSpec) -> type[HeadModule]:
     """The runner's head module for the spec's kind, as its row in kinds.py holds it."""
     import eagle_convert.runner.mtp_head  # noqa: F401  (registers MtpHead into MTP's row; it imports this module)
 
+    if spec.head_kind.runner_refusal:  # a kind our runner cannot draft yet: refused by name, before the target loads
+        raise UnsupportedModelError(f"This is a {spec.variant} head: {spec.head_kind.runner_refusal}.",
+                                    "Bench it in an engine that runs it (--engine vllm), or convert it and serve it "
+                                    "with the command convert prints.")
     return spec.head_kind.head_class()
 
 
