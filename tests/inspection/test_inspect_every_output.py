@@ -101,3 +101,21 @@ def test_every_mtp_output_is_inspected_clean(family, to, dequantize, mtp_targets
         report = eagle_convert.inspect(str(tmp_path / "out"), with_target)
         assert_clean(report, f"mtp-{to}", "mtp")
         assert report.mtp["layers"] == 1 and report.mtp["provenance"]["target"] == str(target.path)
+
+
+def test_a_gguf_output_is_read_through_its_provenance_and_a_bare_gguf_is_refused(built, tmp_path):
+    """A llama.cpp draft GGUF has no config.json: inspect reads the folder convert wrote through eagle_convert.json
+    (layout, tensors with dtype and shape); the same GGUF copied without it is refused in one paragraph naming what
+    to inspect instead (negative control: without the provenance nothing says the file is ours)."""
+    import shutil
+
+    from eagle_convert.errors import LayoutError
+
+    eagle_convert.convert(make_head("eagle3-base", built), str(built["target"]), tmp_path / "out", to="gguf")
+    report = eagle_convert.inspect(str(tmp_path / "out"))
+    assert (report.layout, report.kind) == ("gguf", "eagle3") and report.problems == []
+    assert {t["name"]: t["dtype"] for t in report.tensors}["d2t"] == "int64"
+    (tmp_path / "bare").mkdir()
+    shutil.copy(tmp_path / "out" / "eagle3.gguf", tmp_path / "bare")
+    with pytest.raises(LayoutError, match="llama.cpp's format, which eagle-convert writes but does not read"):
+        eagle_convert.inspect(str(tmp_path / "bare"))

@@ -21,6 +21,7 @@ from ..taps.conventions import describe_taps, taps_line
 from ..targets.target_info import TargetInfo, read_target
 from ..vocab.check import check_map
 from ..vocab.head import head_facts
+from .gguf_output import gguf_output, tensors_of
 from .mtp import PROVENANCE, mtp_section
 from .target import describe_target, looks_like_target
 
@@ -70,6 +71,9 @@ class InspectReport:
 def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (), revision: str | None = None,
             target_revision: str | None = None, token: str | None = None, offline: bool | None = None,
             target_pattern: str | None = None, max_model_len: int | None = None) -> InspectReport:
+    provenance = gguf_output(path)  # a llama.cpp draft GGUF convert wrote: no config.json to read
+    if provenance is not None:
+        return _gguf_report(str(path), provenance)
     # PATH may itself be a target saved per rank; --target-pattern names the target's files, PATH's without --target.
     ref = open_input(path, revision=revision, token=token, offline=offline, role="draft", ranges=True, ranked=True,
                      pattern=None if target else target_pattern)
@@ -115,6 +119,13 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
     if head.spec.head_kind.vocab_map:
         _vocab_findings(report, head, target_info)
     return report
+
+
+def _gguf_report(path: str, provenance: dict) -> InspectReport:
+    layout = LAYOUTS[provenance["layout"]]
+    return InspectReport(path=path, layout=layout.name, kind=layout.kinds[0], config={},
+                         layout_reason=f"written by eagle-convert ({PROVENANCE}) as {layout.summary}",
+                         tensors=tensors_of(provenance, layout.gguf_file), notes=list(provenance.get("notes") or []))
 
 
 def _vocab_findings(report: InspectReport, head: DraftHead, target: TargetInfo | None) -> None:
