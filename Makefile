@@ -135,8 +135,8 @@ stress-suite: $(BIN)/eagle-convert
 # The input fuzzer (slow; not in CI, which runs short seeded ones in tests/conversion/test_fuzz*.py):
 # FUZZ_N damaged inputs per surface, each refused cleanly or read faithfully, every run forked and bounded in time and
 # memory (tests/support/fuzz_bounded.py). Surfaces: convert (headers, data, NaN/Inf, pickles, JSON, files: fuzz.py),
-# maps, texts, mtp, reports (fuzz_maps.py, fuzz_texts.py, fuzz_mtp.py, fuzz_reports.py); FUZZ_SURFACE=maps,texts
-# picks some. FUZZ_ONLY=N replays run N of FUZZ_SEED (with one FUZZ_SURFACE).
+# maps, texts, mtp, reports, dflash (fuzz_maps.py, fuzz_texts.py, fuzz_mtp.py, fuzz_reports.py, fuzz_dflash.py);
+# FUZZ_SURFACE=maps,texts picks some. FUZZ_ONLY=N replays run N of FUZZ_SEED (with one FUZZ_SURFACE).
 FUZZ_N ?= 1000
 FUZZ_SEED ?= 0
 fuzz: $(BIN)/eagle-convert

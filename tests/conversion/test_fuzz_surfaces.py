@@ -1,8 +1,9 @@
 """The input fuzzer on every surface a user hands files to (issue 33; support/fuzz_family.py): vocab maps, texts
-(prompts, corpora, documents), MTP targets and stored reports. Per family: a short seeded run (every failure it finds
-must be one a helper's fix under way owns: support/fuzz_known.py, empty now), a negative control (the check the
-family exercises disabled: the fuzzer reports failures), and the cases of issue 29 (and what the fuzzer found) as
-explicit seeds. `make fuzz` runs the long ones (marker `fuzz`: FUZZ_N per surface, FUZZ_SURFACE to pick some)."""
+(prompts, corpora, documents), MTP targets, stored reports and DFlash heads. Per family: a short seeded run (every
+failure it finds must be one a helper's fix under way owns: support/fuzz_known.py, empty now), a negative control
+(the check the family exercises disabled: the fuzzer reports failures), and the cases of issue 29 (and what the
+fuzzer found) as explicit seeds. `make fuzz` runs the long ones (marker `fuzz`: FUZZ_N per surface, FUZZ_SURFACE to
+pick some)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import os
 
 import pytest
 import torch
-from support import fuzz_maps, fuzz_mtp, fuzz_reports, fuzz_texts
+from support import fuzz_dflash, fuzz_maps, fuzz_mtp, fuzz_reports, fuzz_texts
 from support.fuzz_family import Family, fuzz_family, run_named
 from support.fuzz_known import KNOWN_SEEDS, by_owner, unowned
 
-FAMILIES = {"maps": fuzz_maps, "texts": fuzz_texts, "mtp": fuzz_mtp, "reports": fuzz_reports}
-SHORT = {"maps": 24, "texts": 14, "mtp": 6, "reports": 12}  # each short run < ~20 s on the 2-core machine
+FAMILIES = {"maps": fuzz_maps, "texts": fuzz_texts, "mtp": fuzz_mtp, "reports": fuzz_reports, "dflash": fuzz_dflash}
+SHORT = {"maps": 24, "texts": 14, "mtp": 6, "reports": 12, "dflash": 12}  # each short run < ~20 s on the 2-core machine
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +68,9 @@ CONTROLS = {
             unchecked_scales,
             lambda rng, fx, folder: fuzz_mtp.shard_tensors(rng, fx, folder, rng.choice(["scale-shape", "scale-dtype"]),
                                                            "deepseek_v3", rng.choice(["convert", "convert-sglang"]))),
+    "dflash": ("the DFlash layer-id type check", "eagle_convert.draft.dflash_head._integer", lambda value: True,
+               lambda rng, fx, folder: fuzz_dflash.seed_ids(rng.choice(["zlab", "jetspec"]), ["0", "2"],
+                                                            rng.choice(fuzz_dflash.LAYOUTS))(rng, fx, folder)),
     "reports": ("the stored report's number check", "eagle_convert.benchmark.entry._finite_float", float,
                 fuzz_reports.nan_tau),
 }

@@ -15,7 +15,7 @@ from .load import _read_in_layout
 def dflash_spec(cfg, tensors, common, target_config, notes, label, nested_taps="dflash") -> DraftSpec:
     block = cfg.get(BLOCK_KEYS) or {}
     block_size, mask = block.get("block_size"), block.get("mask_token_id")
-    if not isinstance(block_size, int) or block_size < 2 or not isinstance(mask, int):
+    if not _integer(block_size) or block_size < 2 or not _integer(mask):
         raise LayoutError(f"{label}: a DFlash head needs an integer block_size >= 2 and mask_token_id; the config "
                           f"says block_size={block_size!r}, mask_token_id={mask!r}.",
                           "Copy them from the release's config (dflash_config in z-lab's layout, top level in "
@@ -25,6 +25,10 @@ def dflash_spec(cfg, tensors, common, target_config, notes, label, nested_taps="
     if not stored:
         raise LayoutError(f"{label}: the DFlash config states no target layers ({row.key}).",
                           "State the layers the head was trained on; there is no default to fall back on.")
+    if not isinstance(stored, list) or not all(_integer(i) for i in stored):
+        # a string or float id would be read as some layer (int("2"), int(0.5)): refused, never guessed
+        raise LayoutError(f"{label}: the DFlash config's {row.key} is {stored!r:.80}, not a list of integer layer "
+                          "ids.", "Copy the list from the release's config.")
     ids = row.to_internal(stored)
     hidden, vocab = common["hidden_size"], common["vocab_size"]
     fc = tensors["fc.weight"].shape
@@ -38,6 +42,10 @@ def dflash_spec(cfg, tensors, common, target_config, notes, label, nested_taps="
                      mask_token_id=mask, causal=bool(block.get("causal")), num_layers=max(len(layers), 1),
                      qk_norm=True, base_model_type="qwen3", num_target_layers=target_layers,
                      target_hidden_size=hidden, **common)
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # JSON true is not a count
 
 
 def _target_fit(target_config: dict | None, ids, mask: int, vocab: int, hidden: int, label: str) -> int | None:
