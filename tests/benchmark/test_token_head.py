@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from support.bpe_target import WORDS, sample_text, train_bpe
+from support.bpe_target import WORDS, EncodeSpy, sample_text, train_bpe
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from eagle_convert.benchmark import token_head
@@ -22,16 +22,6 @@ def bpe():
 def _ids(tokenizer, text: str) -> list[int]:
     return tokenizer.encode(text, add_special_tokens=False).ids
 
-
-class _Spy:
-    """A tokenizer that records how many characters each encode call was given."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer, self.lengths = tokenizer, []
-
-    def encode(self, text, add_special_tokens):
-        self.lengths.append(len(text))
-        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
 
 
 def test_a_cut_changes_only_the_tokens_next_to_it(bpe):
@@ -67,7 +57,7 @@ def test_span_bounds_equal_the_prefix_lengths(bpe):
 
 def test_a_long_text_is_never_encoded_whole(bpe):
     text = sample_text(random.Random(4), 60_000)  # ~350k characters
-    spy, limit = _Spy(bpe), 2048
+    spy, limit = EncodeSpy(bpe), 2048
     head = encode_head(spy, text, limit)
     assert head.ids == _ids(bpe, text)[:limit] and head.truncated
     bound = token_head.FIRST_CUT_CHARS_PER_TOKEN * (limit + MARGIN) * 9 // 4  # two growth steps of 1.5
@@ -79,13 +69,13 @@ def test_head_encoder_reuses_a_shared_start_and_only_then(bpe):
     turns = [sample_text(rng, 120) for _ in range(12)]
     texts = [" ".join(turns[:j]) for j in range(1, 13)]
     texts.insert(6, "Changed " + texts[5])  # a render whose start differs: the head must be encoded again
-    spy, limit = _Spy(bpe), 100
+    spy, limit = EncodeSpy(bpe), 100
     encoder = HeadEncoder(spy, limit)
     for text in texts:
         whole = _ids(bpe, text)
         head = encoder(text)
         assert (head.ids, head.truncated) == (whole[:limit], len(whole) > limit)
-    fresh = _Spy(bpe)
+    fresh = EncodeSpy(bpe)
     for text in texts:
         encode_head(fresh, text, limit)
     assert len(spy.lengths) < len(fresh.lengths) // 2  # reused for the texts that start alike
@@ -115,7 +105,7 @@ def test_windows_splice_only_where_two_cuts_agree(bpe):
 
 def test_a_long_render_is_never_encoded_whole_by_windows(bpe):
     text = sample_text(random.Random(9), 60_000)  # ~350k characters
-    spy, window = _Spy(bpe), 2048
+    spy, window = EncodeSpy(bpe), 2048
     assert _windowed(spy, text, window) == _ids(bpe, text)
     span = token_head.FIRST_CUT_CHARS_PER_TOKEN * window
     assert max(spy.lengths) <= 2 * span < len(text) // 10  # a window and its overlap
@@ -134,7 +124,7 @@ def test_windows_grow_past_a_word_longer_than_the_overlap():
     before, after = " ".join(rng.choice(WORDS) for _ in range(900)), " ".join(rng.choice(WORDS) for _ in range(900))
     for run in (3000, 9000):  # one unknown "word" longer than a window: no two cuts give it the same characters
         text = f"{before} {'x' * run} {after}"
-        spy = _Spy(tokenizer)
+        spy = EncodeSpy(tokenizer)
         assert _windowed(spy, text, 100) == _ids(tokenizer, text), run
         assert max(spy.lengths) > run > 2 * token_head.FIRST_CUT_CHARS_PER_TOKEN * 100  # the window grew over it
     ending = f"{before} {'x' * 3000}"  # the run reaches the end, past the last agreed tokens

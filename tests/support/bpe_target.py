@@ -55,3 +55,19 @@ def make_bpe_target(folder: Path) -> Path:
         "bos_token": None, "eos_token": "<|im_end|>", "unk_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
         "chat_template": CHATML, "tokenizer_class": "PreTrainedTokenizerFast"}))
     return folder
+
+
+class EncodeSpy:
+    """A tokenizer that records how many characters each text it is asked to encode holds (the bounded-tokenizing
+    tests assert no encode call sees more than a bounded prefix)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.lengths = tokenizer, []
+
+    def encode(self, text, add_special_tokens):
+        self.lengths.append(len(text))
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+
+    def encode_batch(self, texts, add_special_tokens):
+        self.lengths += [len(t) for t in texts]
+        return self.tokenizer.encode_batch(texts, add_special_tokens=add_special_tokens)

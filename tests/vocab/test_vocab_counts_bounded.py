@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 import torch
-from support.bpe_target import make_bpe_target, sample_text
+from support.bpe_target import EncodeSpy, make_bpe_target, sample_text
 from support.producers import producer_function, specforge_parser_module, speculators_boundary_rows
 
 from eagle_convert.benchmark import token_head
@@ -94,20 +94,6 @@ def test_eagle_drops_exactly_the_rows_longer_than_the_window(long_corpus):
         assert ours.skipped == sum(n > limit for n in lengths) and ours.samples == len(rows) - ours.skipped
 
 
-class _Spy:
-    """The tokenizer, recording the characters of every text it is asked to encode."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer, self.lengths = tokenizer, []
-
-    def encode(self, text, add_special_tokens):
-        self.lengths.append(len(text))
-        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
-
-    def encode_batch(self, texts, add_special_tokens):
-        self.lengths += [len(t) for t in texts]
-        return self.tokenizer.encode_batch(texts, add_special_tokens=add_special_tokens)
-
 
 def test_modelopt_counts_equal_the_whole_render_in_windows(long_corpus, monkeypatch):
     chat, hf, rows = long_corpus
@@ -125,7 +111,7 @@ def test_modelopt_counts_equal_the_whole_render_in_windows(long_corpus, monkeypa
 @pytest.mark.parametrize("compat", ["specforge", "speculators", "eagle", "nemo", "modelopt"])
 def test_a_long_conversation_is_never_encoded_whole(long_corpus, compat, monkeypatch):
     chat, _, rows = long_corpus
-    spy, limit = _Spy(chat.tokenizer), 64
+    spy, limit = EncodeSpy(chat.tokenizer), 64
     monkeypatch.setattr(token_head, "WINDOW_TOKENS", 2 * limit)  # ModelOpt keeps every token: windows instead
     longest = max(len(chat.render(m, add_generation_prompt=False)) for m in rows)
     count_corpus(ChatTokenizer(spy, chat.chat_template, chat.special_tokens), rows, CountSettings(compat, limit,
