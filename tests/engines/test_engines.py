@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.fake_vllm import FakeVllmOffline
 
 from eagle_convert.benchmark import compare
 from eagle_convert.benchmark.engine_bench import parse_engine_args
@@ -451,29 +452,12 @@ def test_the_python_api_report_is_the_cli_json_for_our_runner(pair):
     assert report.to_dict()["gate"] == {"passed": True, "checks": [], "min_acceptance_length": None}
 
 
-class FakeOfflineVllm:
-    """vLLM's offline engine as bench drives it (start, generate, a context): each request drafts 3 rounds of k,
-    accepting 2 tokens, and answers tokens that depend on the ids only (so the plain twin agrees)."""
+class FakeOfflineVllm(FakeVllmOffline):
+    """Each request drafts 3 rounds of k, accepting 2 tokens, on a (fake) GPU."""
 
-    def __init__(self, python, llm_kwargs, *, what, on_cpu=None):
-        self.spec = llm_kwargs.get("speculative_config")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        pass
-
-    def start(self):
-        return {"version": "0.0-fake", "tp": 1, "device": "cuda", "dtype": "float32", "start_s": 1.0,
-                "speculative_config": self.spec}
-
-    def generate(self, ids, *, max_new_tokens, temperature, seed, stop_token_ids):
-        from eagle_convert.engines.generation import Generation
-
-        counters = None if self.spec is None else {
-            "num_drafts": 3, "num_draft_tokens": 6, "num_accepted_tokens": 2, "num_accepted_tokens_per_pos": [1, 1]}
-        return Generation([(sum(ids) * 7 + i) % 90 for i in range(max_new_tokens)], 0.01, counters)
+    device = "cuda"
+    counters = {"num_drafts": 3, "num_draft_tokens": 6, "num_accepted_tokens": 2, "num_accepted_tokens_per_pos": [1, 1]}
+    token_multiplier = 7
 
 
 def test_the_python_api_benches_vllm_offline_with_the_one_loop(pair, monkeypatch):

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from support.documents import write_documents
+from support.fake_vllm import FakeVllmOffline
 
 import eagle_convert
 from eagle_convert.benchmark import engine_bench
 from eagle_convert.checkpoint.index import Checkpoint
-from eagle_convert.engines.generation import Generation
 from eagle_convert.settings.bench import ContextSettings, EngineOptions
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 
@@ -47,26 +47,8 @@ def opens(monkeypatch) -> Counter:
     return counted
 
 
-class FakeOffline:
-    """vLLM's offline engine as bench drives it; every request drafts one round of k, accepting one token."""
-
-    def __init__(self, python, llm_kwargs, *, what, on_cpu=None):
-        self.spec = llm_kwargs.get("speculative_config")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        pass
-
-    def start(self):
-        return {"version": "0.0-fake", "tp": 1, "device": "cpu", "dtype": "float32", "start_s": 1.0,
-                "speculative_config": self.spec}
-
-    def generate(self, ids, *, max_new_tokens, temperature, seed, stop_token_ids):
-        counters = {"num_drafts": 1, "num_draft_tokens": 2, "num_accepted_tokens": 1, "num_accepted_tokens_per_pos":
-                    [1, 0]}
-        return Generation([(sum(ids) + i) % 90 for i in range(max_new_tokens)], 0.01, counters)
+class FakeOffline(FakeVllmOffline):
+    """Every request drafts one round of k, accepting one token (the shared fake's defaults)."""
 
 
 class FakeServer(FakeOffline):
@@ -74,6 +56,7 @@ class FakeServer(FakeOffline):
 
     def __init__(self, url, *, strict, warn):
         self.url, self.other_traffic = url, False
+        self.spec = "the server's own"  # a server drafts with whatever it was started with: counters every request
 
     def open(self, k):
         return {"version": "0.0-fake", "model": "m", "k": k}
