@@ -18,6 +18,7 @@ from ..engines.vllm_offline import VllmOffline, find_python, llm_args
 from ..engines.vllm_server import ServerEngine
 from ..errors import EngineError, LayoutError
 from ..io.progress import announce
+from ..runner.draft_gate import draft_position_limit
 from ..runner.trees.shapes import TreeShape
 from ..settings.bench import DecodeSettings, EngineOptions
 from ..settings.common import HubOptions
@@ -78,7 +79,8 @@ def bench_engine(target: str, draft: str | None, decode: DecodeSettings, engine:
     if engine.url is not None:
         return bench_server(inputs, session, decode, engine, dtype=dtype, progress=progress)
     report = _bench_offline(inputs, session, decode, python=python, tp=engine.tensor_parallel_size, extra=extra,
-                            dtype=dtype, baseline=baseline, progress=progress, drop=drop)
+                            dtype=dtype, baseline=baseline, progress=progress, drop=drop,
+                            concurrency=engine.concurrency)
     check_lossless(report)
     return report
 
@@ -92,8 +94,9 @@ def _settings(target: str, session: Session, decode: DecodeSettings, info: dict,
 
 
 def _bench_offline(inputs: BenchInputs, session: Session, decode: DecodeSettings, *, python: str, tp: int,
-                   extra: dict, dtype: str, baseline: bool, progress: bool, drop) -> BenchReport:
-    request = dict(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, seed=decode.seed)
+                   extra: dict, dtype: str, baseline: bool, progress: bool, drop, concurrency: int = 1) -> BenchReport:
+    request = dict(max_new_tokens=decode.max_new_tokens, temperature=decode.temperature, seed=decode.seed,
+                   concurrency=concurrency)
     shape = TreeShape.chain(decode.k)
     target, draft = inputs.target_name, inputs.draft_name
     with tempfile.TemporaryDirectory(prefix="eagle-convert-engine-draft-") as workdir:
@@ -101,8 +104,10 @@ def _bench_offline(inputs: BenchInputs, session: Session, decode: DecodeSettings
         prepared = prepare_opened(inputs.draft, inputs.target, Path(workdir), drop=tuple(drop),
                                   revision=inputs.hub.revision, token=inputs.hub.token, offline=inputs.hub.offline)
         common = llm_args(target, dtype=dtype, max_model_len=_max_model_len(config), seed=decode.seed,
-                          tensor_parallel_size=tp, extra=extra)
+                          tensor_parallel_size=tp, extra=extra, concurrency=concurrency)
         spec_kwargs = {**common, "speculative_config": prepared.speculative_config(decode.k)}
+        if concurrency > 1:  # each request's own counters and rounds, not only the engine-wide sums (vllm_batch.py)
+            spec_kwargs.setdefault("per_request_spec_decode_metrics", "detailed")
         on_cpu = cpu_needs(config).for_worker(config)  # the target family's needs on vLLM's CPU build
         with VllmOffline(python, spec_kwargs, what="vLLM (speculative decoding)", on_cpu=on_cpu) as engine:
             announce("starting vLLM (speculative decoding)", enabled=progress)
@@ -125,7 +130,8 @@ def _bench_offline(inputs: BenchInputs, session: Session, decode: DecodeSettings
              "llm_args": {key: value for key, value in common.items() if key != "model"},
              "start_time_s": info["start_s"], "baseline_start_time_s": baseline_info.get("start_s"),
              "draft": {"given": draft, "served": prepared.path, "layout": prepared.layout_name,
-                       "conversion": prepared.conversion}}
+                       "conversion": prepared.conversion},
+             **_load(run, concurrency, engine, info.get("drafter_max_model_len"))}
     return _report(run, settings, block)
 
 
@@ -134,22 +140,43 @@ def bench_server(inputs: BenchInputs, session: Session, decode: DecodeSettings, 
     server = ServerEngine(engine.url, strict=engine.strict, warn=engine.warn)
     info = server.open(decode.k)
     # the draft's kind, for the report: read from the checkpoints the position checks opened
-    kind = inputs.head(inputs.target.checkpoint.config).spec.kind if inputs.draft_name else "served"
+    head = inputs.head(inputs.target.checkpoint.config) if inputs.draft_name else None
+    kind = head.spec.kind if head is not None else "served"
+    if head is not None:  # the drafting-disabled rounds need the draft's limit, which a server does not expose
+        config = {"max_position_embeddings": head.spec.max_position_embeddings, **head.spec.extra}
+        server.draft_limit = draft_position_limit(config, info.get("max_model_len"))
+        server.draft_limit_known = True
     run = run_conversations(session, server, TreeShape.chain(decode.k), max_new_tokens=decode.max_new_tokens,
                             temperature=decode.temperature, seed=decode.seed, progress=progress,
-                            what="bench (vLLM server)")
+                            what="bench (vLLM server)", concurrency=engine.concurrency)
     # A server does not say which dtype it runs: --dtype declares it (so --compare can gate fp32 greedy).
     declared = None if dtype == "auto" else dtype
     block = {"name": "vllm", "mode": "server", "url": server.url, "version": info["version"], "model": info["model"],
              "tp": None, "device": "server", "dtype": declared,
              "speculative_config": {"num_speculative_tokens": info["k"]}, "start_time_s": None,
              "other_traffic": server.other_traffic,
-             "note": "a server has no plain-decoding twin here: no baseline, speedup or lossless check"}
+             "note": "a server has no plain-decoding twin here: no baseline, speedup or lossless check",
+             **_load(run, engine.concurrency, server, getattr(server, "draft_limit", None))}
     settings = _settings(inputs.target_name, session, decode, block, baseline=False, draft_kind=kind,
                          aux_layer_ids=None)
     report = _report(run, settings, block)
     report.engine["dtype_source"] = None if dtype == "auto" else "declared by --dtype"
     return report
+
+
+def _load(run: EngineRun, concurrency: int, engine, limit: int | None) -> dict:
+    """The engine block's `concurrency` entry: the load, whose counters the report holds, and the share of verify
+    rounds that vLLM's batch-wide position rule ran with drafting disabled (engines/vllm_batch.py; None: not
+    measured, e.g. per-group counters). Nothing at --concurrency 1 (one request: docs/long-context.md's rule)."""
+    if concurrency == 1:
+        return {}
+    scope = engine.counters_scope  # set by its generate_group (vllm_batch.PER_REQUEST or PER_GROUP)
+    counts = [item.drafting_disabled_rounds for item in run.prompts]
+    disabled = None if any(n is None for n in counts) else sum(counts)
+    drafts = sum(item.stats.drafts for item in run.prompts)
+    return {"concurrency": {"requests": concurrency, "counters": scope, "draft_position_limit": limit,
+                            "drafting_disabled_rounds": disabled,
+                            "drafting_disabled_share": None if disabled is None or not drafts else disabled / drafts}}
 
 
 def _report(run: EngineRun, settings: dict, engine_block: dict) -> BenchReport:

@@ -148,7 +148,17 @@ def engine_line(engine: dict) -> str:
             f"{engine.get('dtype') or '-'} on {engine.get('device') or '-'}"
             + (f", engine start {start:.1f} s apart from generation {engine['generation_time_s']:.1f} s"
                if start is not None else f", generation {engine['generation_time_s']:.1f} s")
-            + (f"; draft {engine['draft']['conversion']}" if (engine.get("draft") or {}).get("conversion") else ""))
+            + (f"; draft {engine['draft']['conversion']}" if (engine.get("draft") or {}).get("conversion") else "")
+            + _load_line(engine.get("concurrency")))
+
+
+def _load_line(load: dict | None) -> str:
+    """--concurrency N: the load, and the share of rounds vLLM's batch-wide position gate ran without drafting."""
+    if not load:
+        return ""
+    share = load["drafting_disabled_share"]
+    return (f"; {load['requests']} requests at once (counters {load['counters']}), drafting disabled in "
+            + ("- (not measured)" if share is None else f"{share:.0%}") + " of rounds")
 
 
 def human_report(data: dict) -> str:

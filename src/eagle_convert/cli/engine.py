@@ -15,7 +15,7 @@ from ..settings.declare import cli_option
 def engine_options(fn):
     """--engine, --engine-url, --engine-python, --tensor-parallel-size, --engine-arg, --compare, --strict."""
     decorators = [cli_option(ENGINE, "engine", ENGINE_HELP),
-                  EngineOptions.cli_options("url", "python", "tensor_parallel_size", "args"),
+                  EngineOptions.cli_options("url", "python", "tensor_parallel_size", "args", "concurrency"),
                   BenchSettings.cli_options("compare"), EngineOptions.cli_options("strict")]
     return functools.reduce(lambda f, decorate: decorate(f), reversed(decorators), fn)
 
@@ -26,7 +26,7 @@ def engine_requested(engine: dict) -> bool:
         return True
     given = [flag for flag, value in (("--engine-python", engine["engine_python"]), ("--engine-arg",
              engine["engine_args"]), ("--strict", engine["strict"]), ("--tensor-parallel-size",
-             engine["tensor_parallel_size"] != 1)) if value]
+             engine["tensor_parallel_size"] != 1), ("--concurrency", engine["concurrency"] != 1)) if value]
     if given:
         raise click.UsageError(f"{', '.join(given)} applies to an engine: add --engine vllm (or --engine-url URL).")
     return False
@@ -38,6 +38,9 @@ def check_engine_usage(engine: dict, *, draft: str | None, reference_draft: str 
                                "head as released) and the engine DRAFT (as converted for it).")
     if engine["engine_url"] is not None and engine["tensor_parallel_size"] != 1:
         raise click.UsageError("--tensor-parallel-size applies to --engine vllm; a server runs with its own.")
+    if engine["compare"] and engine["concurrency"] != 1:  # ours decodes alone, where vLLM's batch-wide gate is not
+        raise click.UsageError("--compare checks the engine's counters against our runner's, which decodes one request "
+                               "at a time: compare at --concurrency 1, then bench the load with --concurrency N.")
     if engine["engine_url"] is None and engine["strict"]:
         raise click.UsageError("--strict applies to --engine-url (other traffic on a shared server).")
     if draft is None and (engine["engine_url"] is None or engine["compare"]):

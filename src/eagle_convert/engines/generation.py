@@ -22,9 +22,13 @@ class Generation:
     tokens: list[int]
     seconds: float
     counters: dict | None = None  # COUNTER_KEYS moved by this request; None for plain decoding
+    disabled_rounds: int | None = None  # rounds verified with drafting off (vllm_batch.py; None: not measured)
 
     def record_rounds(self, item) -> None:
-        """Per-round data for the prompt's report (PromptReport): an engine's counters have none."""
+        """Per-round data for the prompt's report (PromptReport): an engine's counters have none, only (with
+        --concurrency) the rounds its batch-wide position rule ran with drafting disabled."""
+        if self.disabled_rounds is not None:
+            item.drafting_disabled_rounds = (item.drafting_disabled_rounds or 0) + self.disabled_rounds
 
     @staticmethod
     def prompt_stats(shape, generations: list[Generation]) -> AcceptanceStats:

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import EngineError
 from .generation import Generation
 from .process import EngineProcess
+from .vllm_batch import group_generations
 
 WORKER = Path(__file__).with_name("vllm_worker.py")
 PYTHON_ENV = "EAGLE_CONVERT_VLLM_PYTHON"
@@ -48,11 +49,13 @@ def find_python(engine_python: str | None = None) -> str:
 
 
 def llm_args(model: str, *, dtype: str, max_model_len: int, seed: int, tensor_parallel_size: int = 1,
-             extra: dict | None = None) -> dict:
+             extra: dict | None = None, concurrency: int = 1) -> dict:
     """The `LLM(...)` arguments bench gives both its engines (the speculative one adds `speculative_config`): greedy
-    runs repeat (seed), the spec-decode counters are kept (disable_log_stats=False), ids in and out (no tokenizer)."""
+    runs repeat (seed), the spec-decode counters are kept (disable_log_stats=False), ids in and out (no tokenizer),
+    room for a --concurrency group in one batch (max_num_seqs)."""
     return {"model": str(Path(model).resolve()), "dtype": dtype, "max_model_len": max_model_len, "seed": seed,
-            "tensor_parallel_size": tensor_parallel_size, "max_num_seqs": 4, "disable_log_stats": False,
+            "tensor_parallel_size": tensor_parallel_size, "max_num_seqs": max(4, concurrency),
+            "disable_log_stats": False,
             "skip_tokenizer_init": True, **(extra or {})}
 
 
@@ -74,6 +77,7 @@ class VllmOffline:
         self.on_cpu = on_cpu  # the target family's needs on vLLM's CPU backend (vllm_needs.CpuNeeds.for_worker)
         self.what = what
         self.info: dict = {}
+        self.counters_scope: str | None = None  # after generate_group: vllm_batch.PER_REQUEST or PER_GROUP
         self._dir = tempfile.TemporaryDirectory(prefix="eagle-convert-engine-")
         self._process: EngineProcess | None = None
 
@@ -101,6 +105,20 @@ class VllmOffline:
                                        "temperature": temperature, "seed": seed,
                                        "stop_token_ids": list(stop_token_ids)}, GENERATE_TIMEOUT_S)
         return Generation(reply["tokens"], reply["seconds"], reply["counters"])
+
+    def generate_group(self, batch: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int,
+                       stop_token_ids: tuple[int, ...]) -> list[Generation]:
+        """The prompts in one `generate` call, batched by vLLM (bench --concurrency); `counters_scope` then says
+        whether the counters are per request or per group (vllm_batch.py)."""
+        reply = self._process.request({"op": "generate_group", "batch": [list(ids) for ids in batch],
+                                       "max_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
+                                       "stop_token_ids": list(stop_token_ids)}, GENERATE_TIMEOUT_S)
+        spec = self.info.get("speculative_config")
+        k = spec["num_speculative_tokens"] if spec else 0
+        outs, self.counters_scope = group_generations(
+            k, self.info.get("drafter_max_model_len"), batch,
+            [(out["tokens"], out.get("spec")) for out in reply["outputs"]], reply["seconds"], reply["counters"])
+        return outs
 
     def close(self, grace_s: float = 20.0) -> None:
         if self._process is not None:

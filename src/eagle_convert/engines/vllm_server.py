@@ -1,6 +1,7 @@
 """`bench --engine-url URL`: an OpenAI-compatible vLLM server that already serves the target with its head, as
-multi-GPU and multi-node deployments run. The prompts go as token ids to /v1/completions, one at a time; the
-Prometheus spec-decode counters (/metrics) are read before and after each, and the difference is that prompt's.
+multi-GPU and multi-node deployments run. The prompts go as token ids to /v1/completions, one at a time (or N at
+once with --concurrency N); the Prometheus spec-decode counters (/metrics) are read before and after each, and the
+difference is that prompt's (that group's; per request when the server returns vLLM's per-request metrics).
 
 vLLM records a step's metrics just after it hands the step's outputs to the HTTP handler, so a response can arrive
 before its last step is counted: after each response, /metrics is read again until the finished-request counter has
@@ -14,9 +15,11 @@ import re
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import EngineError
 from .generation import Generation
+from .vllm_batch import group_generations
 
 METRICS_TIMEOUT_S = 30.0
 COMPLETION_TIMEOUT_S = 600.0
@@ -67,6 +70,9 @@ class ServerEngine:
         self.warn = warn
         self.model = None
         self.other_traffic: list[str] = []
+        self.counters_scope: str | None = None  # after generate_group: vllm_batch.PER_REQUEST or PER_GROUP
+        self.draft_limit: int | None = None  # the draft's position limit, for the disabled rounds (set by bench)
+        self.draft_limit_known = False  # a server does not say its draft's limit: bench knows it only from --draft
 
     def _http(self, path: str, body: dict | None, timeout_s: float) -> bytes:
         request = urllib.request.Request(self.url + path, data=None if body is None else json.dumps(body).encode(),
@@ -124,42 +130,69 @@ class ServerEngine:
             version = self._json("/version").get("version")
         except EngineError:
             version = None
-        return {"version": version, "model": self.model, "k": server_k}
+        return {"version": version, "model": self.model, "k": server_k, "max_model_len": models[0].get("max_model_len")}
 
     def generate(self, ids: list[int], *, max_new_tokens: int, temperature: float, seed: int,
                  stop_token_ids: tuple[int, ...]) -> Generation:
         before = self.metrics()
         k = len(before["per_pos"])
+        start = time.perf_counter()
+        tokens, _ = self._complete(ids, max_new_tokens, temperature, seed, stop_token_ids)
+        seconds = time.perf_counter() - start
+        after = self._settled(before, 1)
+        return Generation(tokens, seconds, counters_between(after, before, k))
+
+    def generate_group(self, batch: list[list[int]], *, max_new_tokens: int, temperature: float, seed: int,
+                       stop_token_ids: tuple[int, ...]) -> list[Generation]:
+        """The prompts as concurrent requests (bench --concurrency), so the server batches them. Per-request
+        counters when the server returns them (`vllm serve --per-request-spec-decode-metrics detailed`), else the
+        group's counters (vllm_batch.py); `counters_scope` says which."""
+        before = self.metrics()
+        k = len(before["per_pos"])
+        start = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=len(batch)) as pool:
+            answers = list(pool.map(lambda ids: self._complete(ids, max_new_tokens, temperature, seed,
+                                                               stop_token_ids), batch))
+        seconds = time.perf_counter() - start
+        after = self._settled(before, len(batch))
+        outs, self.counters_scope = group_generations(k, self.draft_limit, batch, answers, seconds,
+                                                      counters_between(after, before, k),
+                                                      limit_known=self.draft_limit_known)
+        return outs
+
+    def _complete(self, ids: list[int], max_new_tokens: int, temperature: float, seed: int,
+                  stop_token_ids: tuple[int, ...]) -> tuple[list[int], dict | None]:
+        """One completion: its token ids, and vLLM's per-request spec-decode metrics when the server gives them."""
         body = {"model": self.model, "prompt": list(ids), "max_tokens": max_new_tokens, "temperature": temperature,
                 "seed": seed, "ignore_eos": True, "stop_token_ids": list(stop_token_ids), "return_token_ids": True}
-        start = time.perf_counter()
         answer = self._json("/v1/completions", body, COMPLETION_TIMEOUT_S)
-        seconds = time.perf_counter() - start
         try:
             tokens = list(answer["choices"][0]["token_ids"])
         except (KeyError, IndexError, TypeError) as error:
             raise EngineError("The server's /v1/completions answer has no choices[0].token_ids.",
                               "bench needs a vLLM server recent enough to return token ids (return_token_ids).") \
                 from error
-        after = self._settled(before)
+        return tokens, (answer.get("metrics") or {}).get("speculative_decoding")
+
+    def _settled(self, before: dict, ours: int) -> dict:
+        """/metrics once our `ours` requests are counted (bounded wait); other traffic: a warning, or --strict's
+        error."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while True:
+            after = self.metrics()
+            if after["finished"] >= before["finished"] + ours or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         finished = after["finished"] - before["finished"]
-        if finished != 1:
+        if finished != ours:
             message = (f"other traffic moved the server's counters during a prompt ({finished} requests finished, "
-                       "1 was ours): its acceptance numbers include theirs")
+                       f"{ours} were ours): its acceptance numbers include theirs")
             if self.strict:
                 raise EngineError(f"The vLLM server was not ours alone: {message}.",
                                   "Bench a server nobody else uses, or drop --strict to accept a warning.")
             self.other_traffic.append(message)
             self.warn(message)
-        return Generation(tokens, seconds, counters_between(after, before, k))
-
-    def _settled(self, before: dict) -> dict:
-        deadline = time.monotonic() + SETTLE_TIMEOUT_S
-        while True:
-            after = self.metrics()
-            if after["finished"] > before["finished"] or time.monotonic() > deadline:
-                return after
-            time.sleep(0.05)
+        return after
 
 
 

@@ -15,6 +15,10 @@ stdout and stderr, which the caller sends to a log file):
   {"op": "generate", "ids": [...], "max_tokens", "temperature", "seed", "stop_token_ids": [...]}
       -> {"ok": true, "tokens": [...], "seconds", "counters": {num_drafts, num_draft_tokens, num_accepted_tokens,
           num_accepted_tokens_per_pos}}   (the counters this one request moved; null without speculation)
+  {"op": "generate_group", "batch": [[ids], ...], "max_tokens", "temperature", "seed", "stop_token_ids": [...]}
+      -> {"ok": true, "seconds", "counters": {...the group's}, "outputs": [{"tokens": [...], "spec": {vLLM's
+          per-request speculative_decoding metrics} | null}, ...]}   (`bench --concurrency N`: one generate call
+          with N prompts, so vLLM batches them; "spec" needs per_request_spec_decode_metrics="detailed")
 Any failure -> {"ok": false, "error": "Type: message"} and exit 1. End of stdin -> the engine is shut down, exit 0.
 The caller's `dtype: "auto"` means float32 on vLLM's CPU backend and bfloat16 elsewhere, as bench does.
 
@@ -58,6 +62,25 @@ def difference(after: dict, before: dict) -> dict:
                   else after[key] - before[key]) for key in after}
 
 
+def _drafter_limit(config) -> int:
+    """vLLM's own `effective_drafter_max_model_len` (v1/worker/gpu_model_runner.py:673-677): the gate's limit."""
+    draft = config.speculative_config.draft_model_config
+    return draft.max_model_len if draft is not None and draft.max_model_len is not None else \
+        config.model_config.max_model_len
+
+
+def _sampling(request: dict):
+    from vllm import SamplingParams
+
+    return SamplingParams(temperature=request["temperature"], max_tokens=request["max_tokens"], seed=request["seed"],
+                          ignore_eos=True, stop_token_ids=request["stop_token_ids"], detokenize=False)
+
+
+def _spec_metrics(completion) -> dict | None:
+    metrics = getattr(completion, "spec_decode_metrics", None)  # per_request_spec_decode_metrics, vLLM >= 0.32
+    return None if metrics is None else metrics.to_dict()
+
+
 class Worker:
     def __init__(self) -> None:
         self.llm = None
@@ -89,21 +112,25 @@ class Worker:
         return {"ok": True, "version": vllm.__version__, "device": "cpu" if on_cpu else current_platform.device_type,
                 "dtype": str(config.model_config.dtype).removeprefix("torch."),
                 "tp": config.parallel_config.tensor_parallel_size, "start_s": start_s,
+                "drafter_max_model_len": None if spec is None else _drafter_limit(config),
                 "speculative_config": None if spec is None else {
                     "method": spec.method, "model": spec.model, "num_speculative_tokens": spec.num_speculative_tokens}}
 
     def generate(self, request: dict) -> dict:
-        from vllm import SamplingParams
+        reply = self.generate_group({**request, "batch": [request["ids"]]})
+        return {"ok": True, "tokens": reply["outputs"][0]["tokens"], "seconds": reply["seconds"],
+                "counters": reply["counters"]}
 
-        params = SamplingParams(temperature=request["temperature"], max_tokens=request["max_tokens"],
-                                seed=request["seed"], ignore_eos=True, stop_token_ids=request["stop_token_ids"],
-                                detokenize=False)
+    def generate_group(self, request: dict) -> dict:
+        """The prompts of `batch` in one generate call: vLLM schedules them together (the batch-wide rules apply)."""
+        params = _sampling(request)
         before = read_counters(self.llm, self.k) if self.k else None
         t0 = time.perf_counter()
-        output = self.llm.generate([{"prompt_token_ids": request["ids"]}], params, use_tqdm=False)[0]
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in request["batch"]], params, use_tqdm=False)
         seconds = time.perf_counter() - t0
         counters = difference(read_counters(self.llm, self.k), before) if self.k else None
-        return {"ok": True, "tokens": list(output.outputs[0].token_ids), "seconds": seconds, "counters": counters}
+        return {"ok": True, "seconds": seconds, "counters": counters, "outputs": [
+            {"tokens": list(out.outputs[0].token_ids), "spec": _spec_metrics(out.outputs[0])} for out in outputs]}
 
     def stop(self) -> None:
         if self.llm is not None:
@@ -134,6 +161,8 @@ def main(argv: list[str]) -> int:
                 reply.write(json.dumps({"ok": True}) + "\n")
             elif command["op"] == "generate":
                 reply.write(json.dumps(worker.generate(command)) + "\n")
+            elif command["op"] == "generate_group":
+                reply.write(json.dumps(worker.generate_group(command)) + "\n")
             else:
                 raise ValueError(f"unknown command {command['op']!r}")
     except BaseException as error:  # report, then let the caller read the log for the engine's own root cause

@@ -101,6 +101,9 @@ class EngineOptions(Declared):
     args: tuple[str, ...] = setting((), flag("--engine-arg", param="engine_args", multiple=True, metavar="KEY=VALUE",
                                              to_value=tuple),
                                     help="Passed to vllm.LLM(...) (repeatable; VALUE read as JSON when it parses).")
+    concurrency: int = setting(1, flag("--concurrency", type=click.IntRange(1), default=1, show_default=True), help=(
+        "Send the prompts N at a time (one batch offline, N concurrent requests to a server): τ and the rounds with "
+        "drafting disabled at that load (vLLM's position gate is batch-wide; docs/long-context.md)."))
     strict: bool = setting(False, flag("--strict", is_flag=True), help=(
         "With --engine-url: fail (instead of warning) when other traffic moved the counters."))
     warn: Callable[[str], None] = field(default=lambda message: None, compare=False)
