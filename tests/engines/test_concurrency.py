@@ -22,7 +22,7 @@ from eagle_convert.engines.vllm_batch import (
     group_generations,
 )
 from eagle_convert.engines.vllm_server import ServerEngine
-from eagle_convert.errors import EngineError
+from eagle_convert.errors import EngineError, IncomparableReportError
 from eagle_convert.runner.draft_gate import drafts_fit
 from eagle_convert.runner.metrics import AcceptanceStats
 from eagle_convert.settings.bench import EngineOptions
@@ -186,3 +186,31 @@ def test_a_server_gets_the_group_as_concurrent_requests():
     server = FakeServer(per_request=False)
     outs = server.generate_group([[1] * 64, [1] * 200], max_new_tokens=3, temperature=0.0, seed=0, stop_token_ids=())
     assert server.counters_scope == PER_GROUP and outs[0].counters["num_drafts"] == 4
+
+
+def test_the_load_is_a_setting_a_stored_report_must_share(pair, monkeypatch):
+    """A τ measured at --concurrency 2 is not the τ of one request at a time: the report's settings say the load, and
+    a stored report of the other load is refused (absent means 1, as in reports written before the flag)."""
+    import eagle_convert
+    from eagle_convert.benchmark import engine_bench, gates
+
+    GroupingVllm.calls = []
+    monkeypatch.setattr(engine_bench, "VllmOffline", GroupingVllm)
+    monkeypatch.setattr(engine_bench, "find_python", lambda given: "/fake/python")
+    loaded = eagle_convert.bench(str(pair["target"]), str(pair["eagle3"]), engine=EngineOptions(concurrency=2),
+                                 prompts=str(pair["prompts"]), k=2, max_new_tokens=6, ignore_eos=True).to_dict()
+    alone = eagle_convert.bench(str(pair["target"]), str(pair["eagle3"]), engine=EngineOptions(),
+                                prompts=str(pair["prompts"]), k=2, max_new_tokens=6, ignore_eos=True).to_dict()
+    assert loaded["settings"]["concurrency"] == 2 and "concurrency" not in alone["settings"]
+    gates.check_settings(alone["schema_version"], alone["settings"], alone, "same.json")  # control: same load passes
+    with pytest.raises(IncomparableReportError, match=r"concurrency 1 \(now 2\)"):
+        gates.check_settings(loaded["schema_version"], loaded["settings"], alone, "alone.json")
+    with pytest.raises(IncomparableReportError, match=r"concurrency 2 \(now 1\)"):
+        gates.check_settings(alone["schema_version"], alone["settings"], loaded, "loaded.json")
+
+
+def test_concurrency_is_refused_with_context_lengths(pair):
+    """A group of N prompts could span two --context-lengths buckets: the per-bucket τ would mix loads."""
+    result = CliRunner().invoke(main, ["bench", "-t", str(pair["target"]), "-d", str(pair["eagle3"]), "--engine",
+                                       "vllm", "--context-lengths", "256", "--concurrency", "2"])
+    assert result.exit_code == 2 and "--context-lengths benches one bucket at a time" in result.output

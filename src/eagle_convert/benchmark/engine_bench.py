@@ -86,11 +86,11 @@ def bench_engine(target: str, draft: str | None, decode: DecodeSettings, engine:
 
 
 def _settings(target: str, session: Session, decode: DecodeSettings, info: dict, *, baseline: bool, draft_kind: str,
-              aux_layer_ids) -> dict:
+              aux_layer_ids, concurrency: int = 1) -> dict:
     return report_settings(target, TreeShape.chain(decode.k), decode, device=info.get("device"),
                            dtype=info.get("dtype"), use_template=session.use_template, baseline=baseline,
                            num_prompts=len(session.prompts), draft_kind=draft_kind,
-                           aux_layer_ids=list(aux_layer_ids) if aux_layer_ids else None)
+                           aux_layer_ids=list(aux_layer_ids) if aux_layer_ids else None, concurrency=concurrency)
 
 
 def _bench_offline(inputs: BenchInputs, session: Session, decode: DecodeSettings, *, python: str, tp: int,
@@ -123,7 +123,7 @@ def _bench_offline(inputs: BenchInputs, session: Session, decode: DecodeSettings
                 baseline_info = plain.start()
                 run_baseline(run, plain, eos=session.eos, progress=progress, **request)
     settings = _settings(target, session, decode, info, baseline=baseline, draft_kind=prepared.head.spec.kind,
-                         aux_layer_ids=prepared.head.spec.aux_layer_ids)
+                         aux_layer_ids=prepared.head.spec.aux_layer_ids, concurrency=concurrency)
     block = {"name": "vllm", "mode": "offline", "version": info["version"], "python": python, "tp": info["tp"],
              "device": info["device"], "dtype": info["dtype"], "speculative_config": spec_kwargs["speculative_config"],
              "engine_speculative_config": info["speculative_config"],
@@ -158,7 +158,7 @@ def bench_server(inputs: BenchInputs, session: Session, decode: DecodeSettings, 
              "note": "a server has no plain-decoding twin here: no baseline, speedup or lossless check",
              **_load(run, engine.concurrency, server, getattr(server, "draft_limit", None))}
     settings = _settings(inputs.target_name, session, decode, block, baseline=False, draft_kind=kind,
-                         aux_layer_ids=None)
+                         aux_layer_ids=None, concurrency=engine.concurrency)
     report = _report(run, settings, block)
     report.engine["dtype_source"] = None if dtype == "auto" else "declared by --dtype"
     return report

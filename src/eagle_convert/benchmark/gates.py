@@ -37,6 +37,8 @@ MIN_TAU_TOLERANCE = 0.03  # above the largest |Δτ| of a correct conversion in 
 # Settings that must agree between a run and a stored report for their τ to be comparable.
 COMPARABLE_SETTINGS = ("draft_kind", "k", "tree", "max_new_tokens", "temperature", "seed", "dtype", "chat_template",
                        "ignore_eos", "num_prompts")
+# Settings a report holds only when they differ from their default (older reports lack them): compared with it.
+DEFAULTED_SETTINGS = {"concurrency": 1}
 
 
 @dataclass
@@ -190,6 +192,8 @@ def check_settings(schema_version: int, settings: dict, stored: dict, path: str)
     b = stored["settings"]
     differ = [f"{key} {b.get(key)!r} (now {settings[key]!r})" for key in COMPARABLE_SETTINGS
               if key in settings and settings[key] != b.get(key)]
+    differ += [f"{key} {b.get(key, default)!r} (now {settings.get(key, default)!r})"
+               for key, default in DEFAULTED_SETTINGS.items() if settings.get(key, default) != b.get(key, default)]
     if differ:
         raise IncomparableReportError(
             f"The stored report {path} was made with other settings: {'; '.join(differ)}.",

@@ -59,6 +59,9 @@ def bench(target, draft, mtp_from_target, report_path, threads, as_json, quiet, 
             raise click.UsageError("--tree and --tree-sweep apply to our runner: an engine bench drafts chains "
                                    "(bench the tree without --engine / --engine-url / --compare).")
         check_engine_usage(parsed, draft=draft, reference_draft=parsed["reference_draft"])
+        if context is not None and parsed["concurrency"] != 1:  # a group of N could span two buckets
+            raise click.UsageError("--context-lengths benches one bucket at a time; --concurrency applies to "
+                                   "--prompts (bench the buckets at --concurrency 1).")
         if parsed["token_map"]:
             raise click.UsageError("--token-map restricts the head in our runner; vLLM has no hot-token map, so an "
                                    "engine bench would ignore it (bench the map without --engine / --engine-url / "
