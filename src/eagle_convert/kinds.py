@@ -132,7 +132,7 @@ class HeadKind:
 PARTS = ("recognise", "reader", "spec_builder", "runner_head")
 _REGISTERED_BY = {"recognise": "mtp/draft.py for MTP", "reader": "draft/load.py, mtp/draft.py, draft/dflash_head.py",
                   "spec_builder": "draft/load.py, mtp/draft.py, draft/dflash_head.py",
-                  "runner_head": "runner/heads.py, runner/mtp_head.py"}
+                  "runner_head": "runner/heads.py, runner/mtp_head.py, runner/dflash_drafter.py"}
 
 
 def register(kind: str, **parts) -> None:
@@ -196,6 +196,5 @@ KINDS = {kind.name: kind for kind in (
     HeadKind(DFLASH, "DFlash", DFLASH_NAMES, vllm_method="dflash", target_lm_head=True, vocab_map=False,
              fc_bias_foldable=False, aux_states=False, required_tensors=("fc.weight", "hidden_norm.weight"),
              tree_defaults=(5, 10, 60), sglang_algorithm="DFLASH", sglang_architecture=None,
-             recognise=_looks_dflash, runner_refusal="our runner does not draft DFlash blocks yet; bench it with "
-                                                     "--engine vllm (vLLM `method: dflash`)"),
+             recognise=_looks_dflash),
 )}

@@ -133,9 +133,3 @@ def test_speculators_refuses_a_tap_of_the_last_layer(dset, tmp_path):
     result = cli("convert", last, "--target", dset["target"], "-o", tmp_path / "out", "--to", "speculators-dflash")
     assert result.exit_code == 1 and "last layer" in result.output
     convert(last, dset["target"], tmp_path / "zlab", "dflash")  # the z-lab layout holds it
-
-
-def test_bench_with_our_runner_refuses_dflash_by_name(dset):
-    result = cli("bench", "-d", dset["zlab"], "-t", dset["target"], "--max-new-tokens", "4")
-    assert result.exit_code == 1 and "does not draft DFlash blocks yet" in result.output
-    assert "--engine vllm" in result.output

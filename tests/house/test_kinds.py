@@ -16,6 +16,7 @@ from eagle_convert.kinds import KINDS, PARTS, HeadKind, kind_of
 from eagle_convert.layouts import CANONICAL_NAMES, LAYOUTS
 from eagle_convert.layouts.registry import output_layouts_for
 from eagle_convert.mtp.draft import MtpDraft, load_mtp_draft, looks_mtp, mtp_spec
+from eagle_convert.runner.dflash_drafter import DflashHead
 from eagle_convert.runner.heads import Eagle1Head, Eagle3Head, HeadModule, head_module_class
 from eagle_convert.runner.mtp_head import MtpHead
 
@@ -43,6 +44,7 @@ def test_the_parts_are_the_rooms_own_functions():
     assert KINDS["mtp"].part("recognise") is looks_mtp and KINDS["mtp"].part("reader") is load_mtp_draft
     assert (KINDS["eagle1"].head_class(), KINDS["eagle3"].head_class()) == (Eagle1Head, Eagle3Head)
     assert KINDS["mtp"].head_class() is MtpHead
+    assert KINDS["dflash"].head_class() is DflashHead
 
 
 def test_a_part_nobody_registered_is_a_loud_error():  # never a silent fall back to another kind

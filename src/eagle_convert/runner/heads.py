@@ -62,6 +62,8 @@ class HeadModule:
     spec: DraftSpec
     # [head vocab] -> target id of each head token; None where head ids already are target ids (EAGLE-1).
     draft_to_target: torch.Tensor | None = None
+    # Drafts its k proposals in one forward (`draft_block`: DFlash) instead of k chained steps
+    drafts_block = False
 
     def __init__(self, spec: DraftSpec, get_tensor: GetTensor, target_embedding: torch.Tensor, dtype, device):
         self.spec = spec
@@ -89,6 +91,21 @@ class HeadModule:
     @classmethod
     def check_runs(cls, spec: DraftSpec, label: str) -> None:
         """Refuse, before any target loads, a head of this kind the runner cannot run (MtpHead: its family)."""
+
+    @classmethod
+    def check_tree(cls, label: str) -> None:
+        """Refuse, before any target loads, draft trees for a kind that drafts none (DFlash)."""
+
+    @classmethod
+    def target_taps(cls, spec: DraftSpec, num_target_layers: int) -> tuple[int, ...]:
+        """The target layers whose inputs the head reads: none for EAGLE-1; the spec's ids or (2, L//2, L-3) for
+        EAGLE-3."""
+        if not spec.head_kind.aux_states or not spec.use_aux_hidden_state:
+            return ()
+        ids = tuple(spec.aux_layer_ids) if spec.aux_layer_ids else default_aux_layer_ids(num_target_layers)
+        if any(not 0 <= i < num_target_layers for i in ids) or len(set(ids)) < len(ids):
+            raise _aux_ids_error(ids, num_target_layers)
+        return ids
 
     def reserve(self, positions: int) -> None:
         """Every layer's cache allocated for `positions` now (see KVCache.reserve)."""
@@ -267,6 +284,7 @@ def build_draft_head(spec: DraftSpec, get_tensor: GetTensor, *, target_embedding
 
 def head_module_class(spec: DraftSpec) -> type[HeadModule]:
     """The runner's head module for the spec's kind, as its row in kinds.py holds it."""
+    import eagle_convert.runner.dflash_drafter  # noqa: F401  (registers DflashHead; it imports this module)
     import eagle_convert.runner.mtp_head  # noqa: F401  (registers MtpHead into MTP's row; it imports this module)
 
     if spec.head_kind.runner_refusal:  # a kind our runner cannot draft yet: refused by name, before the target loads
@@ -281,13 +299,8 @@ register(EAGLE3, runner_head=Eagle3Head)
 
 
 def aux_layer_ids_for(spec: DraftSpec, num_target_layers: int) -> tuple[int, ...]:
-    """The target layers whose inputs the head reads: none for EAGLE-1; the spec's ids or (2, L//2, L-3) for EAGLE-3."""
-    if not spec.head_kind.aux_states or not spec.use_aux_hidden_state:
-        return ()
-    ids = tuple(spec.aux_layer_ids) if spec.aux_layer_ids else default_aux_layer_ids(num_target_layers)
-    if any(not 0 <= i < num_target_layers for i in ids) or len(set(ids)) < len(ids):
-        raise _aux_ids_error(ids, num_target_layers)
-    return ids
+    """The target layers whose inputs the head reads, as its kind's head module says (HeadModule.target_taps)."""
+    return head_module_class(spec).target_taps(spec, num_target_layers)
 
 
 def _aux_ids_error(ids: tuple[int, ...], num_target_layers: int) -> ShapeMismatchError:

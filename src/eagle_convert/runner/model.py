@@ -174,9 +174,11 @@ def draft_sliding_windows(config: dict, layers: int) -> tuple[int | None, ...]:
 
 
 def _checked_aux_ids(aux_layer_ids: Sequence[int], num_layers: int) -> tuple[int, ...]:
+    """Id num_layers is the last layer's output before the final norm (a DFlash head may tap it; vLLM captures it
+    as aux id num_layers)."""
     ids = tuple(aux_layer_ids)
-    if any(not 0 <= i < num_layers for i in ids) or len(set(ids)) < len(ids):
-        raise ValueError(f"aux layer ids {ids} must be distinct and lie in [0, {num_layers})")
+    if any(not 0 <= i <= num_layers for i in ids) or len(set(ids)) < len(ids):
+        raise ValueError(f"aux layer ids {ids} must be distinct and lie in [0, {num_layers}]")
     return ids
 
 
@@ -254,6 +256,8 @@ class TargetModel:
                 aux.append(h)
             h = h + layer.attention(rms_norm(h, layer.input_norm, eps), positions, end, self.rope, masks)
             h = h + layer.mlp(rms_norm(h, layer.post_norm, eps))
+        if len(self.layers) in self.aux_layer_ids:
+            aux.append(h)
         hidden = rms_norm(h, self.norm, eps)
         logits = F.linear(hidden[:, -1:] if last_logits_only else hidden, self.lm_head_weight)
         return TargetOutput(logits=logits, hidden=hidden, aux=torch.cat(aux, dim=-1) if aux else None, pre_norm=h)

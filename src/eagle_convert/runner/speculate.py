@@ -9,6 +9,9 @@ Sampling (temperature > 0): standard speculative sampling (Leviathan et al. 2023
 with probability min(1, p(d)/q(d)), otherwise emit a sample of normalise(max(p - q, 0)) and stop; if all k are
 accepted, a bonus token from p. The emitted tokens are distributed exactly as the target's own samples.
 
+A DFlash head drafts its k tokens in one forward (draft_block; runner/dflash_drafter.py) from the same verified
+context, and its block is verified and accepted exactly like a chain.
+
 Caches are static and indexed by position, so a rejected suffix is forgotten by writing the next round at the right
 positions: nothing is copied or truncated.
 """
@@ -72,17 +75,36 @@ def draft_chain(head: HeadModule, first: DraftOutput, next_position: int, k: int
             out = head(ids[-1].view(1, 1), hidden, range(next_position - 1 + step, next_position + step),
                        from_target=False)
             logits, hidden = out.logits[0, -1], out.hidden
-        if temperature == 0:
-            head_id = logits.argmax(-1)
-            if margins is not None:
-                top2 = logits.float().topk(min(2, logits.shape[-1])).values
-                margins.append(top2[0] - top2[-1])
-        else:
-            q = token_probs(logits, temperature)
-            head_id = torch.multinomial(q, 1, generator=generator)[0]
-            probs.append(head_probs_in_target_vocab(head, q, vocab_size))
-        ids.append(head.to_target_ids(head_id))
+        ids.append(_pick(head, logits, vocab_size, temperature, generator, margins, probs))
     return torch.stack(ids), (torch.stack(probs) if probs else None)
+
+
+def draft_block(head: HeadModule, bonus: torch.Tensor, next_position: int, k: int, *, vocab_size: int,
+                temperature: float = 0.0, generator: torch.Generator | None = None,
+                margins: list[torch.Tensor] | None = None):
+    """draft_chain's answer for a head that drafts its k proposals in one forward (DFlash): `bonus` is the newest
+    emitted token, at next_position. Each mask row is chosen (or sampled) from its own logits, as vLLM's parallel
+    drafting does."""
+    probs: list[torch.Tensor] = []
+    ids = [_pick(head, row, vocab_size, temperature, generator, margins, probs)
+           for row in head.draft_block(bonus, next_position, k)]
+    return torch.stack(ids), (torch.stack(probs) if probs else None)
+
+
+def _pick(head: HeadModule, logits: torch.Tensor, vocab_size: int, temperature: float,
+          generator: torch.Generator | None, margins: list[torch.Tensor] | None, probs: list[torch.Tensor]):
+    """One proposal (a target id) from the head's logits [head vocab]: argmax, its margin appended to `margins`; or a
+    sample, its q over the target vocab appended to `probs`."""
+    if temperature == 0:
+        head_id = logits.argmax(-1)
+        if margins is not None:
+            top2 = logits.float().topk(min(2, logits.shape[-1])).values
+            margins.append(top2[0] - top2[-1])
+    else:
+        q = token_probs(logits, temperature)
+        head_id = torch.multinomial(q, 1, generator=generator)[0]
+        probs.append(head_probs_in_target_vocab(head, q, vocab_size))
+    return head.to_target_ids(head_id)
 
 
 def verify(target: TargetModel, last_token: torch.Tensor, draft_ids: torch.Tensor, next_position: int):
@@ -166,8 +188,9 @@ def speculative_generate(target: TargetModel, head: HeadModule, prompt_ids: Sequ
         margins: list[torch.Tensor] = []
         drafting = drafts_fit(seen, k, draft_limit)
         if drafting:
-            draft_ids, draft_probs = draft_chain(head, head_out, position, k, vocab_size=vocab,
-                                                 temperature=temperature, generator=generator, margins=margins)
+            how = dict(vocab_size=vocab, temperature=temperature, generator=generator, margins=margins)
+            draft_ids, draft_probs = (draft_block(head, last, position, k, **how) if head.drafts_block
+                                      else draft_chain(head, head_out, position, k, **how))
         else:  # vLLM's dummy drafts: token id 0, k times, verified like drafts (greedy: accepted where 0 is next)
             draft_ids, draft_probs = torch.zeros(k, dtype=torch.int64, device=device), None
             result.drafting_disabled_rounds += 1
