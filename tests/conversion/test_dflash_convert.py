@@ -120,6 +120,8 @@ def _edited(src: Path, folder: Path, **dflash) -> Path:
     ({"mask_token_id": TARGET.vocab_size}, "mask_token_id"),
     ({"target_layer_ids": [0, TARGET.num_hidden_layers]}, "not all among"),
     ({"target_layer_ids": [0, 1, 2]}, "fc.weight"),
+    ({"target_layer_ids": [1, 0]}, "not strictly ascending"),  # vLLM and z-lab would feed fc different inputs
+    ({"target_layer_ids": [1, 1]}, "not strictly ascending"),
 ])
 def test_what_does_not_fit_the_target_is_refused(dset, tmp_path, edit, said):
     bad = _edited(dset["zlab"], tmp_path / "bad", **edit)

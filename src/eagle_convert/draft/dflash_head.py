@@ -29,6 +29,14 @@ def dflash_spec(cfg, tensors, common, target_config, notes, label, nested_taps="
         # a string or float id would be read as some layer (int("2"), int(0.5)): refused, never guessed
         raise LayoutError(f"{label}: the DFlash config's {row.key} is {stored!r:.80}, not a list of integer layer "
                           "ids.", "Copy the list from the release's config.")
+    if list(stored) != sorted(set(stored)):
+        # vLLM concatenates the tapped states in layer order, z-lab's forward in the listed order: for a list out of
+        # order (or with a layer twice) the engines feed fc different inputs, and no config says which one it learnt
+        raise LayoutError(f"{label}: the DFlash config's {row.key} {stored!r:.80} is not strictly ascending; vLLM "
+                          "concatenates the tapped states in layer order and z-lab's code in the listed order, so "
+                          "the engines would feed this head different inputs.",
+                          "Use the release's list; if the head was trained in layer order, sort it (and drop repeats) "
+                          "in the config before converting.")
     ids = row.to_internal(stored)
     hidden, vocab = common["hidden_size"], common["vocab_size"]
     fc = tensors["fc.weight"].shape
