@@ -17,8 +17,12 @@ from eagle_convert.mtp.signature import expected_names
 from eagle_convert.testing.mtp_family_targets import FAMILIES, build_family_target
 from eagle_convert.testing.mtp_targets import MtpFixture
 
-ROW = {"mimo_v2": "mtp-mimo-v2", "exaone4_5": "mtp-exaone4.5"}
-TITLE = {"mimo_v2": "MiMo-V2", "exaone4_5": "EXAONE-4.5"}
+ROW = {"mimo_v2": "mtp-mimo-v2", "exaone4_5": "mtp-exaone4.5", "qwen3_5": "mtp-qwen3.5"}
+TITLE = {"mimo_v2": "MiMo-V2", "exaone4_5": "EXAONE-4.5", "qwen3_5": "Qwen3.5"}
+QWEN_FUSION = ["mtp.fc.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight", "mtp.norm.weight"]
+ATTENTION = ["self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight"]
+QK_NORM = ["self_attn.q_norm.weight", "self_attn.k_norm.weight"]
+MLP = ["mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"]
 MIMO = "model.mtp.layers.0."
 # vLLM's loaders, read by hand: the parameters each MTP layer fills (before its q/k/v and gate/up stacking).
 VLLM_NAMES = {
@@ -27,12 +31,12 @@ VLLM_NAMES = {
         "pre_mlp_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
         "self_attn.o_proj.weight", "self_attn.attention_sink_bias", "mlp.gate_proj.weight", "mlp.up_proj.weight",
         "mlp.down_proj.weight")),
-    "exaone4_5": sorted(["mtp.fc.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight",
-                         "mtp.norm.weight"] + [f"mtp.layers.0.{n}" for n in (
-                             "post_attention_layernorm.weight", "post_feedforward_layernorm.weight",
-                             "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                             "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
-                             "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")]),
+    "exaone4_5": sorted(QWEN_FUSION + [f"mtp.layers.0.{n}" for n in ["post_attention_layernorm.weight",
+                                                                      "post_feedforward_layernorm.weight"]
+                                       + ATTENTION + QK_NORM + MLP]),
+    "qwen3_5": sorted(QWEN_FUSION + [f"mtp.layers.0.{n}" for n in ["input_layernorm.weight",
+                                                                    "post_attention_layernorm.weight"]
+                                     + ATTENTION + QK_NORM + MLP]),
 }
 
 
@@ -88,6 +92,13 @@ def build_config(family: str) -> dict:
     return {**_configs()[family], "num_nextn_predict_layers": 1}
 
 
+def test_qwen3_5_gated_query_is_twice_as_wide(targets):
+    """Qwen3.5's q_proj carries the query and its output gate: [2 x heads x head_dim, hidden] (vLLM qwen3_5.py)."""
+    t = load_file(targets["qwen3_5"].path / targets["qwen3_5"].mtp_file)
+    assert list(t["mtp.layers.0.self_attn.q_proj.weight"].shape) == [2 * 2 * 64, 128]
+    assert targets["qwen3_5"].config["text_config"]["mtp_num_hidden_layers"] == 1
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_inspect_names_the_family_and_its_mtp_layers(family, targets):
     report = json.loads(run("inspect", targets[family].path, "--json").output)
@@ -139,6 +150,9 @@ BROKEN = {
     "EXAONE-4.5 with a pre-norm block": (
         MtpFixture("exaone4_5", extra={"mtp.layers.0.input_layernorm.weight": __import__("torch").ones(128)}),
         ["does not have", "mtp.layers.0.input_layernorm.weight"]),
+    "Qwen3.5 without k_norm": (
+        MtpFixture("qwen3_5", drop=("mtp.layers.0.self_attn.k_norm.weight",)),
+        ["incomplete", "mtp.layers.0.self_attn.k_norm.weight"]),
     "EXAONE-4.5 promising two layers": (
         MtpFixture("exaone4_5", config_extra={"num_nextn_predict_layers": 2}),
         ["num_nextn_predict_layers: 2", "1 EXAONE-4.5 MTP layer"]),
@@ -164,3 +178,20 @@ def test_two_exaone_layers_share_one_fusion(tmp_path):
     names = sorted(load_file(tmp_path / "out" / "model.safetensors"))
     assert names == sorted(target.mtp_names) and sum(n.startswith("mtp.fc.") for n in names) == 1
     assert {n.split(".")[2] for n in names if n.startswith("mtp.layers.")} == {"0", "1"}
+
+
+def test_mimo_v2_signal_passes_the_hidden_half_through(tmp_path):
+    """What the real-vLLM test relies on (tests/engines/test_vllm_mtp_late.py); EXAONE-4.5 has no signal option."""
+    import torch
+
+    target = build_family_target(tmp_path / "s", MtpFixture("mimo_v2", signal=True))
+    t = all_tensors(target)
+    h = target.config["hidden_size"]
+    fusion = t[MIMO + "eh_proj.weight"]
+    assert torch.equal(fusion[:, h:], torch.eye(h)) and not fusion[:, :h].any()  # [emb, hidden]: the hidden half
+    assert torch.equal(t["lm_head.weight"], t["model.embed_tokens.weight"])
+    assert not t[MIMO + "self_attn.o_proj.weight"].any() and not t[MIMO + "mlp.down_proj.weight"].any()
+    random = load_file(build_family_target(tmp_path / "r", MtpFixture("mimo_v2")).path / target.mtp_file)
+    assert random[MIMO + "self_attn.o_proj.weight"].any()  # control: the random fixture is not the signal
+    with pytest.raises(ValueError, match="signal"):
+        build_family_target(tmp_path / "e", MtpFixture("exaone4_5", signal=True))
