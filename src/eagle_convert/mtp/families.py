@@ -35,6 +35,10 @@ class MtpFamily:
     mlp: str = "dense"  # "dense", "deepseek_moe" (routed + shared experts, router bias), "qwen_moe"
     nextn_architecture: str | None = None  # SGLang's NextN architecture (export_deepseek_nextn.py layout)
     names_from: str = ""  # where the name set comes from (docs/mtp.md)
+    # The decoder block's two norms: pre-norm blocks name them input / post_attention; MiMo-V2 calls the second
+    # pre_mlp_layernorm; EXAONE-4 is post-norm (post_attention + post_feedforward, no input_layernorm).
+    norms: tuple[str, ...] = ("input_layernorm.weight", "post_attention_layernorm.weight")
+    extras: tuple[tuple[bool | str, str], ...] = ()  # (switch as qkv_bias, block tensor) present when switched on
 
     def layer_index(self, i: int, trunk_layers: int) -> int:
         return trunk_layers + i if self.appended else i
@@ -77,6 +81,22 @@ FAMILIES: tuple[MtpFamily, ...] = (
                    "model.mtp_layers.{L}.hidden_layernorm.weight", "model.mtp_layers.{L}.final_layernorm.weight"),
               concat=HIDDEN_EMB, qkv_bias=True,
               names_from="remote modeling_mimo.py (MiMoMTPLayers); vLLM mimo_mtp.py"),
+    MtpFamily("mimo_v2", "MiMo-V2 (Flash / Pro)", ("mimo_v2", "mimo_v2_flash"),
+              ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM"),
+              area=r"^model\.mtp\.", block="model.mtp.layers.{L}.",
+              own=("model.mtp.layers.{L}.eh_proj.weight", "model.mtp.layers.{L}.enorm.weight",
+                   "model.mtp.layers.{L}.hnorm.weight", "model.mtp.layers.{L}.final_layernorm.weight"),
+              qkv_bias="attention_bias", norms=("input_layernorm.weight", "pre_mlp_layernorm.weight"),
+              extras=(("add_swa_attention_sink_bias", "self_attn.attention_sink_bias"),),
+              names_from="vLLM mimo_v2_mtp.py (separate q/k/v as MiMo-V2-Flash stores them; vLLM serves layer 0 "
+                         "only)"),
+    MtpFamily("exaone4_5", "EXAONE-4.5", ("exaone4_5",), ("Exaone4_5_ForConditionalGeneration",),
+              area=r"^mtp\.", block="mtp.layers.{L}.", own=QWEN_OWN, qk_norm=True, qkv_bias="attention_bias",
+              norms=("post_attention_layernorm.weight", "post_feedforward_layernorm.weight"),
+              extras=(("attention_bias", "self_attn.o_proj.bias"), ("mlp_bias", "mlp.gate_proj.bias"),
+                      ("mlp_bias", "mlp.up_proj.bias"), ("mlp_bias", "mlp.down_proj.bias")),
+              names_from="vLLM exaone4_5_mtp.py (mtp.* renamed to model.*) over exaone4.py's post-norm decoder "
+                         "layer"),
     MtpFamily("ernie4_5_moe", "ERNIE-4.5-MoE", ("ernie4_5_moe",), ("Ernie4_5_MoeForCausalLM",),
               area=r"^model\.mtp_", block="model.mtp_block.{L}.",
               own=("model.mtp_linear_proj.{L}.weight", "model.mtp_emb_norm.{L}.weight",

@@ -83,8 +83,8 @@ def mlp_names(family: MtpFamily, cfg: dict) -> list[str]:
 
 def block_names(family: MtpFamily, cfg: dict) -> list[str]:
     """The decoder block's tensors, relative to the block prefix."""
-    return (["input_layernorm.weight", "post_attention_layernorm.weight"] + attention_names(family, cfg)
-            + mlp_names(family, cfg))
+    return (list(family.norms) + attention_names(family, cfg) + mlp_names(family, cfg)
+            + [name for switch, name in family.extras if _switch(switch, cfg)])
 
 
 def expected_names(family: MtpFamily, config: dict, i: int) -> tuple[list[str], list[str]]:

@@ -177,7 +177,7 @@ FAMILIES: tuple[Family, ...] = (
            _mtp_config("MiniMaxM3ForCausalLM", "minimax_m3", num_mtp_modules=1),
            {"mtp.0.eh_proj.weight": (H, 2 * H), "mtp.0.enorm.weight": (H,), "mtp.0.hnorm.weight": (H,)}),
     Family("mtp-step5", "Step3p5MTP: model.layers.{N}.enorm|hnorm|eh_proj|shared_head (GemmaRMSNorm)",
-           ("vLLM: step5_mtp / mtp",), "model_executor/models/step3p5_mtp.py", "engine",
+           ("vLLM: step3p5_mtp / mtp",), "model_executor/models/step3p5_mtp.py", "engine",
            _mtp_config("Step3p5ForCausalLM", "step3p5", num_nextn_predict_layers=1),
            _deepseek_mtp(f"model.layers.{N_TARGET}")),
     Family("mtp-glm5-next", "Glm5NextMTP: model.layers.{N}.enorm|hnorm|eh_proj|shared_head",
@@ -186,7 +186,7 @@ FAMILIES: tuple[Family, ...] = (
            _deepseek_mtp(f"model.layers.{N_TARGET}")),
     Family("mtp-exaone4.5", "Exaone4_5_MTP: mtp.fc, mtp.pre_fc_norm_embedding|hidden, mtp.norm",
            ("vLLM: exaone4_5_mtp",), "model_executor/models/exaone4_5_mtp.py", "engine",
-           _mtp_config("Exaone4_5ForCausalLM", "exaone4_5", num_nextn_predict_layers=1), _qwen35_mtp()),
+           _mtp_config("Exaone4_5_ForConditionalGeneration", "exaone4_5", num_nextn_predict_layers=1), _qwen35_mtp()),
     Family("mtp-mimo-v2", "MiMoV2MTPModel: model.mtp.layers.{i}.enorm|hnorm|eh_proj|final_layernorm|"
            "pre_mlp_layernorm", ("vLLM: mimo_v2_mtp",), "model_executor/models/mimo_v2_mtp.py", "engine",
            _mtp_config("MiMoV2ForCausalLM", "mimo_v2", num_nextn_predict_layers=1),
