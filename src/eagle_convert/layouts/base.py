@@ -120,6 +120,10 @@ class Layout:
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
         raise NotImplementedError
 
+    def gguf_file_for(self, spec: DraftSpec) -> str | None:
+        """The GGUF file this head is written to (None: safetensors and config.json)."""
+        return self.gguf_file
+
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
         """output name -> canonical name. Canonical names missing here are dropped (see `dropped_reasons`)."""
         raise NotImplementedError
