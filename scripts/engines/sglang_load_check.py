@@ -138,9 +138,10 @@ def check(folder: Path) -> dict:
             problems.append("hot_token_id != d2t + arange (the draft-to-target map)")
         else:
             checked += 1
+    view = sglang_view(model, mc.hf_config) if eagle3 else dflash_view(model, mc.hf_config) if dflash else None
     return {"dir": str(folder), "architecture": arch, "class": f"{type(model).__module__}.{type(model).__name__}",
             "checked": checked, "problems": problems, "not_from_checkpoint": allowed,
-            "sglang_view": sglang_view(model, mc.hf_config) if eagle3 else dflash_view(model, mc.hf_config) if dflash else None}
+            "sglang_view": view}
 
 
 def dflash_view(model, hf_config) -> dict:

@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.spm import text_of, write_tokenizer
-
 from eagle_convert.io.gguf_file import GgufTensor, read_gguf, write_gguf
 from eagle_convert.testing.dflash import TARGET, TARGET_LAYER_IDS, build_dflash_set
+from support.spm import text_of, write_tokenizer
 
 # letter ids only (support/spm.py), short of the mask token (the vocabulary's last id)
 PROMPT_IDS = [[17, 42, 99, 5], [120, 77, 30], [9, 9, 64, 31, 50]]
