@@ -145,11 +145,17 @@ def check(folder: Path) -> dict:
 
 
 def dflash_view(model, hf_config) -> dict:
-    """What SGLang's DFlash model reads: dflash_config.target_layer_ids (layer OUTPUTS), and the target layers whose
-    inputs it captures (models/llama.py, qwen3.py set_dflash_layers_to_capture add 1), the block size, fc's input."""
-    ids = (getattr(hf_config, "dflash_config", None) or {}).get("target_layer_ids")
-    return {"target_layer_ids": ids, "layers_to_capture": [v + 1 for v in ids] if ids is not None else None,
-            "block_size": getattr(model, "block_size", None), "fc_input": model.fc.in_features}
+    """The DFlash head as SGLang's server reads it: parse_dflash_draft_config + resolve_target_layer_ids (what
+    spec_aux_hidden_state.py does for the target, in layer OUTPUTS), the inputs the target captures for them
+    (models/llama.py, qwen3.py set_dflash_layers_to_capture add 1), block size, mask token and fc's input."""
+    from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
+
+    parsed = parse_dflash_draft_config(draft_hf_config=hf_config)
+    ids = parsed.resolve_target_layer_ids(target_num_layers=int(parsed.num_target_layers),
+                                          draft_num_layers=parsed.require_num_layers())
+    return {"target_layer_ids": ids, "layers_to_capture": [v + 1 for v in ids],
+            "block_size": parsed.resolve_block_size(), "mask_token_id": parsed.mask_token_id,
+            "fc_input": model.fc.in_features}
 
 
 def sglang_view(model, hf_config) -> dict:

@@ -69,7 +69,8 @@ def test_sglang_fills_every_parameter_of_our_dflash_output(checked, name):
     assert r["class"] == "sglang.srt.models.dflash.DFlashDraftModel" and r["problems"] == []
     assert r["checked"] == 2 * 8 + 3 and r["not_from_checkpoint"] == {}  # per layer: qkv, o, gate_up, down, 4 norms
     view = r["sglang_view"]
-    assert view == {"target_layer_ids": [0, 2], "layers_to_capture": [1, 3], "block_size": 4, "fc_input": 256}
+    assert view == {"target_layer_ids": [0, 2], "layers_to_capture": [1, 3], "block_size": 4, "mask_token_id": 255,
+                    "fc_input": 256}
 
 
 def test_negative_control_untranslated_ids_are_captured_one_layer_deeper(checked):
