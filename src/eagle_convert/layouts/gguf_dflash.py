@@ -103,7 +103,7 @@ def dflash_serve_command(spec: DraftSpec, ctx: OutputContext) -> str:
     draft = shlex.quote(f"{ctx.out_label}/{GGUF_FILE}")
     return (f"python convert_hf_to_gguf.py {shlex.quote(ctx.target_label)} --outfile {target}  # llama.cpp's "
             f"converter, for the target\n# llama.cpp reads the mask token through the draft's vocabulary: copy the "
-            f"target's tokenizer.* keys from {target} into {draft} first (module doc of layouts/gguf_dflash.py)\n"
+            f"target's tokenizer.* keys from {target} into {draft} first (docs/families.md)\n"
             f"llama-server -m {target} -md {draft} --spec-type draft-dflash --spec-draft-n-max {k}\n"
             f"# or: llama-speculative-simple -m {target} -md {draft} --spec-type draft-dflash --spec-draft-n-max {k} "
             "-p PROMPT")
