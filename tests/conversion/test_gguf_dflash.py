@@ -88,3 +88,10 @@ def test_inspect_names_the_dflash_gguf(heads, tmp_path):
     report = eagle_convert.inspect(str(tmp_path / "out"))
     assert (report.layout, report.kind) == ("gguf", "dflash")
     assert {t["file"] for t in report.tensors} == {"dflash.gguf"}
+
+
+def test_a_layout_without_dflash_names_the_ones_with_it(heads, tmp_path):
+    """`--to sglang` for a DFlash head: SGLang's DFLASH loads z-lab's layout, and the refusal says where to go."""
+    with pytest.raises(EagleConvertError, match="DFLASH head is written with --to gguf / dflash / speculators-dflash"):
+        eagle_convert.convert(str(heads["zlab"]), str(heads["target"]), tmp_path / "out", to="sglang")
+    assert not (tmp_path / "out").exists()
