@@ -40,8 +40,10 @@ def init_sglang():
     init_single_process_dist(backend="gloo")
 
 
-def expected_params(ckpt: dict[str, torch.Tensor], eagle3: bool) -> tuple[dict[str, list], list[str]]:
-    """SGLang param name -> [(shard index or None, tensor)], written from SGLang's documented layout, not its code."""
+def expected_params(ckpt: dict[str, torch.Tensor], eagle3: bool, top: str = "model.") -> tuple[dict[str, list],
+                                                                                                list[str]]:
+    """SGLang param name -> [(shard index or None, tensor)], written from SGLang's documented layout, not its code.
+    `top`: the prefix of the draft's own modules ("" for DFlash, whose modules sit at the top: models/dflash.py)."""
     expected: dict[str, list] = {}
     unplaced = []
     for name, tensor in ckpt.items():
@@ -53,7 +55,7 @@ def expected_params(ckpt: dict[str, torch.Tensor], eagle3: bool) -> tuple[dict[s
         if "lm_head" in canonical:
             param = canonical if eagle3 else None
         else:
-            param = "model." + canonical
+            param = top + canonical
         if param is None:
             unplaced.append(name)
             continue
@@ -95,9 +97,9 @@ def check(folder: Path) -> dict:
 
     config = json.loads((folder / "config.json").read_text())
     arch = config["architectures"][0]
-    eagle3 = arch.endswith("Eagle3")
-    mc = ModelConfig(model_path=str(folder), is_draft_model=True, dtype="float32",
-                     speculative_algorithm="EAGLE3" if eagle3 else "EAGLE")
+    eagle3, dflash = arch.endswith("Eagle3"), arch == "DFlashDraftModel"
+    algorithm = "DFLASH" if dflash else "EAGLE3" if eagle3 else "EAGLE"
+    mc = ModelConfig(model_path=str(folder), is_draft_model=True, dtype="float32", speculative_algorithm=algorithm)
     load_config = LoadConfig(load_format="auto")
     with torch.device("cpu"):
         model = _initialize_model(mc, load_config)
@@ -111,7 +113,7 @@ def check(folder: Path) -> dict:
     ckpt = {}
     for file in sorted(folder.glob("*.safetensors")):
         ckpt.update(load_file(file))
-    expected, unplaced = expected_params(ckpt, eagle3)
+    expected, unplaced = expected_params(ckpt, eagle3, top="" if dflash else "model.")
     problems = [f"checkpoint tensor {n} has no place in SGLang's {arch} (dropped silently)" for n in unplaced]
     checked = 0
     for name, shards in expected.items():
@@ -126,7 +128,7 @@ def check(folder: Path) -> dict:
             problems.append(f"{name}: SGLang's parameter differs from the checkpoint tensor")
         else:
             checked += 1
-    allowed = not_from_checkpoint(config, params, ckpt, eagle3)
+    allowed = {} if dflash else not_from_checkpoint(config, params, ckpt, eagle3)
     for name, p in params.items():
         if name not in expected and name not in allowed:
             problems.append(f"SGLang parameter {name} {tuple(p.shape)} was not loaded from the checkpoint")
@@ -136,9 +138,24 @@ def check(folder: Path) -> dict:
             problems.append("hot_token_id != d2t + arange (the draft-to-target map)")
         else:
             checked += 1
+    view = sglang_view(model, mc.hf_config) if eagle3 else dflash_view(model, mc.hf_config) if dflash else None
     return {"dir": str(folder), "architecture": arch, "class": f"{type(model).__module__}.{type(model).__name__}",
             "checked": checked, "problems": problems, "not_from_checkpoint": allowed,
-            "sglang_view": sglang_view(model, mc.hf_config) if eagle3 else None}
+            "sglang_view": view}
+
+
+def dflash_view(model, hf_config) -> dict:
+    """The DFlash head as SGLang's server reads it: parse_dflash_draft_config + resolve_target_layer_ids (what
+    spec_aux_hidden_state.py does for the target, in layer OUTPUTS), the inputs the target captures for them
+    (models/llama.py, qwen3.py set_dflash_layers_to_capture add 1), block size, mask token and fc's input."""
+    from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
+
+    parsed = parse_dflash_draft_config(draft_hf_config=hf_config)
+    ids = parsed.resolve_target_layer_ids(target_num_layers=int(parsed.num_target_layers),
+                                          draft_num_layers=parsed.require_num_layers())
+    return {"target_layer_ids": ids, "layers_to_capture": [v + 1 for v in ids],
+            "block_size": parsed.resolve_block_size(), "mask_token_id": parsed.mask_token_id,
+            "fc_input": model.fc.in_features}
 
 
 def sglang_view(model, hf_config) -> dict:

@@ -26,7 +26,8 @@ INTERNAL = (2, 6, 9)  # the inputs of layers 2, 6 and 9
 OUTPUTS = [1, 5, 8]  # the same layers, counted as the outputs of the layers before
 # What each store holds for INTERNAL, written out by hand (not computed from the table under test).
 STORED = {"vllm": [2, 6, 9], "vllm-nested": [2, 6, 9], "sglang-nested": OUTPUTS, "gguf": [2, 6, 9],
-          "openvino": OUTPUTS, "dflash": OUTPUTS, "speculators-dflash": [2, 6, 9]}
+          "openvino": OUTPUTS, "dflash": OUTPUTS, "speculators-dflash": [2, 6, 9],
+          "gguf-dflash": [2, 6, 9]}
 # Every EAGLE-3 output layout, and where it states the ids: (path, stored numbers).
 WRITTEN = {
     "vllm": {(AUX_IDS,): [2, 6, 9], ("eagle_config", AUX_IDS): [2, 6, 9]},

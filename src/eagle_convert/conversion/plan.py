@@ -181,7 +181,7 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
                         num_speculative_tokens=num_speculative_tokens, token_map=token_map)
     return Plan(layout=to, spec=spec, config=layout.output_config(spec, ctx), tensors=tuple(tensors),
                 dropped=tuple(dropped), notes=tuple(notes), serve_command=layout.serve_command(spec, ctx),
-                dtype_name=dtype_name, warnings=tuple(warnings), gguf_file=layout.gguf_file)
+                dtype_name=dtype_name, warnings=tuple(warnings), gguf_file=layout.gguf_file_for(spec))
 
 
 def _cast_dtype(ref_dtype: torch.dtype, out_dtype: torch.dtype) -> torch.dtype:

@@ -5,13 +5,16 @@ eagle-convert did not write is llama.cpp's to read; inspect names the checkpoint
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 from ..errors import LayoutError
 from ..io.text import read_text
+from ..kinds import DFLASH, EAGLE3
 from ..layouts import LAYOUTS
 
 PROVENANCE = "eagle_convert.json"
+KIND_OF_ARCHITECTURE = {"eagle3": EAGLE3, "dflash": DFLASH}  # general.architecture -> head kind (layouts/gguf*.py)
 
 
 def gguf_output(path: str) -> dict | None:
@@ -39,3 +42,27 @@ def gguf_output(path: str) -> dict | None:
 def tensors_of(provenance: dict, file_name: str) -> list[dict]:
     return [{"name": name, "shape": list(record.get("shape") or []), "dtype": str(record.get("dtype", "?")),
              "file": file_name} for name, record in (provenance.get("tensors") or {}).items()]
+
+
+def gguf_head(path: str) -> tuple[str, str | None]:
+    """(file name, head kind) of the GGUF file eagle-convert wrote in PATH, the kind read from the file's own
+    `general.architecture` (the first key eagle-convert writes), never from its name. Kind None: not one of ours."""
+    for file in sorted(Path(path).glob("*.gguf")):
+        arch = _first_string_key(file, "general.architecture")
+        if arch in KIND_OF_ARCHITECTURE:
+            return file.name, KIND_OF_ARCHITECTURE[arch]
+    return "?", None
+
+
+def _first_string_key(file: Path, key: str) -> str | None:
+    """The value of the header's first key when it is `key` with a string value (GGUF v3: magic, version, tensor and
+    key counts, then key = [u64 length, bytes], u32 type (8: string), value = [u64 length, bytes])."""
+    with file.open("rb") as f:
+        head = f.read(24 + 8 + len(key) + 4 + 8)
+        if len(head) < 24 or head[:4] != b"GGUF":
+            return None
+        (n,) = struct.unpack_from("<Q", head, 24)
+        if n != len(key) or head[32:32 + n] != key.encode() or struct.unpack_from("<I", head, 32 + n)[0] != 8:
+            return None
+        (length,) = struct.unpack_from("<Q", head, 36 + n)
+        return f.read(min(length, 256)).decode("utf-8", "replace")

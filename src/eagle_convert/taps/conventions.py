@@ -75,6 +75,8 @@ CONVENTIONS = {c.name: c for c in (
     TapConvention("dflash", ("dflash_config", "target_layer_ids"), OUTPUT,
                   "DFlash z-lab config (vLLM `method: dflash` reads it)"),
     TapConvention("speculators-dflash", ("aux_hidden_state_layer_ids",), INPUT, "speculators dflash config"),
+    TapConvention("gguf-dflash", ("dflash.target_layers",), INPUT,
+                  "llama.cpp b11434 DFlash GGUF metadata (its converter writes target_layer_ids + 1)"),
 )}
 TOP = CONVENTIONS["vllm"]
 # How inspect names each store, in the order it lists them.
