@@ -165,3 +165,15 @@ def test_target_gguf_is_refused_where_no_vocabulary_is_written(heads, tmp_path):
 def test_the_positions_line_names_the_dflash_keys(heads, tmp_path):
     result = eagle_convert.convert(str(heads["zlab"]), str(heads["target"]), None, to="gguf", dry_run=True)
     assert result.positions["written"]["why"].startswith("GGUF dflash.context_length and dflash.rope.freq_base")
+
+
+def test_target_gguf_beside_mtp_is_a_usage_error(heads, tmp_path):
+    from click.testing import CliRunner
+
+    from eagle_convert.cli.main import main
+
+    gguf = target_gguf(tmp_path / "target.gguf")
+    run = CliRunner().invoke(main, ["convert", "--mtp", str(heads["target"]), "--target-gguf", str(gguf),
+                                    "-o", str(tmp_path / "out")])
+    assert run.exit_code == 2 and "--target-gguf cannot be used with --mtp" in " ".join(run.output.split())
+    assert not (tmp_path / "out").exists()

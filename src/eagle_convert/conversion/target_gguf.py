@@ -17,8 +17,8 @@ from ..spec import DraftSpec
 from ..targets.target_info import TargetInfo
 
 PREFIX = "tokenizer."
-HINT = ("Pass the GGUF that llama.cpp's convert_hf_to_gguf.py wrote from this --target (the file llama-server loads "
-        "with -m).")
+HINT = (f"Pass the GGUF that llama.cpp's convert_hf_to_gguf.py wrote from this "
+        f"{option('target', cli='--target', python='target')} (the file llama-server loads with -m).")
 
 
 def target_vocabulary(path: str | Path, layout: Layout, spec: DraftSpec, target: TargetInfo
