@@ -1,11 +1,11 @@
 """`convert --to gguf` of a DFlash head in real llama.cpp b11434 (`make test-llamacpp`): the agreeing tiny pair
 (support/dflash_llamacpp_pair.py: its head proposes the target's next token only when fed the output of target layer
-0) written by eagle-convert and by llama.cpp's own converter. The two files hold the same model keys and bit-equal
-tensors; given the target's vocabulary (which eagle-convert does not rebuild: layouts/gguf_dflash.py),
-llama-speculative-simple `--spec-type draft-dflash` accepts the same tokens from ours as from its converter's, and
-its output is llama-simple's greedy output. Negative control: the same file with the first tap one layer deeper
-(speculators' input count read as z-lab's output count, as an untranslated copy would be) loses accepted tokens.
-Without the vocabulary llama.cpp aborts."""
+0) written by eagle-convert (with `--target-gguf`: the target GGUF's vocabulary copied in) and by llama.cpp's own
+converter. The two files hold the same keys, vocabulary included, and bit-equal tensors; llama-speculative-simple
+`--spec-type draft-dflash` accepts the same tokens from ours as from its converter's, and its output is llama-simple's
+greedy output. Negative controls: the same file with the first tap one layer deeper (speculators' input count read as
+z-lab's output count, as an untranslated copy would be) loses accepted tokens; without `--target-gguf` llama.cpp
+aborts; another model's GGUF (the draft's own, 1 layer) is refused."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import json
 import subprocess
 
 import pytest
-from support.dflash_llamacpp_pair import build_dflash_llamacpp_pair, with_target_vocabulary
+from support.dflash_llamacpp_pair import build_dflash_llamacpp_pair
 from support.llamacpp import LLAMACPP_BIN, LLAMACPP_CONVERT, THREADS, _tool, convert, generated_text, plain
 
 import eagle_convert
+from eagle_convert.errors import EagleConvertError
 from eagle_convert.io.gguf_file import GgufTensor, read_gguf, write_gguf
 
 pytestmark = pytest.mark.llamacpp
@@ -35,8 +36,10 @@ def pair(tmp_path_factory):
            "prompts": [json.loads(line)["text"] for line in paths["prompts"].read_text().splitlines()]}
     for head in ("zlab", "jetspec", "speculators"):
         eagle_convert.convert(str(paths[head]), str(paths["target"]), root / f"ours-{head}", to="gguf",
-                              dtype="float32")
+                              dtype="float32", target_gguf=str(target_gguf))
         out[f"ours-{head}"] = root / f"ours-{head}" / "dflash.gguf"
+    eagle_convert.convert(str(paths["zlab"]), str(paths["target"]), root / "bare", to="gguf", dtype="float32")
+    out["bare"] = root / "bare" / "dflash.gguf"  # no --target-gguf: no vocabulary
     for head in ("zlab", "jetspec"):  # llama.cpp's converter registers DFlashDraftModel only (not speculators)
         out[f"theirs-{head}"] = convert(paths[head], root / f"theirs-{head}.gguf", target=paths["target"])
     out["plain"] = [plain(target_gguf, p, max_tokens=MAX_TOKENS + K + 1) for p in out["prompts"]]
@@ -68,14 +71,13 @@ def accepted(pair, draft_gguf) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("head", ["zlab", "jetspec"])
 def test_our_file_has_the_keys_and_tensors_of_llamacpps_converter(pair, head):
     ours, theirs = read_gguf(pair[f"ours-{head}"]), read_gguf(pair[f"theirs-{head}"])
-    keys = {k for k in theirs.metadata if not k.startswith("tokenizer.")} - COSMETIC
+    keys = set(theirs.metadata) - COSMETIC  # the vocabulary included: --target-gguf copied the target's
     assert {k: (ours.types[k], ours.metadata[k]) for k in keys} == {k: (theirs.types[k], theirs.metadata[k])
                                                                     for k in keys}
     assert ours.metadata["dflash.target_layers"] == [1, 3]  # z-lab's [0, 2] (outputs) as llama.cpp's inputs
-    extra = set(ours.metadata) - keys - COSMETIC
+    assert len(ours.metadata["tokenizer.ggml.tokens"]) == 256 and ours.metadata["tokenizer.ggml.model"] != "none"
     # causal is always stated (the converter writes it only when the config does: z-lab's head states nothing)
-    assert extra == {"tokenizer.ggml.model", "tokenizer.ggml.mask_token_id"} | (
-        {"dflash.attention.causal"} if head == "zlab" else set())
+    assert set(ours.metadata) - keys - COSMETIC == ({"dflash.attention.causal"} if head == "zlab" else set())
     assert ours.metadata["tokenizer.ggml.mask_token_id"] == theirs.metadata["tokenizer.ggml.mask_token_id"] == 255
     assert set(ours.tensors) == set(theirs.tensors)
     for name in theirs.tensors:
@@ -89,8 +91,7 @@ def test_the_speculators_head_gives_the_same_file(pair):
 
 @pytest.fixture(scope="module")
 def ours_accepted(pair):
-    spliced = with_target_vocabulary(pair["ours-speculators"], pair["target_gguf"], pair["root"] / "o.gguf")
-    return accepted(pair, spliced)
+    return accepted(pair, pair["ours-speculators"])
 
 
 def test_llamacpp_accepts_the_same_tokens_from_our_file_as_from_its_converters(pair, ours_accepted):
@@ -106,13 +107,20 @@ def test_negative_control_untranslated_ids_lose_the_accepted_tokens(pair, ours_a
     wrong = pair["root"] / "untranslated.gguf"
     write_gguf(wrong, meta, [GgufTensor(n, d, s) for n, (d, s, _) in ours.tensors.items()],
                lambda t: ours.tensor(t.name))
-    spliced = with_target_vocabulary(wrong, pair["target_gguf"], pair["root"] / "u.gguf")
-    assert sum(a for a, _ in accepted(pair, spliced)) < sum(a for a, _ in ours_accepted)
+    assert sum(a for a, _ in accepted(pair, wrong)) < sum(a for a, _ in ours_accepted)
 
 
-def test_without_the_targets_vocabulary_llamacpp_aborts_rather_than_drafting(pair):
-    """What b11434 does with the file as written (`tokenizer.ggml.model = none`): no vocabulary, no mask token, and
-    it aborts on the first draft batch: loud, never a silent run."""
-    run = speculative_dflash(pair["target_gguf"], pair["ours-zlab"], pair["prompts"][0])
+def test_without_target_gguf_llamacpp_aborts_rather_than_drafting(pair):
+    """What b11434 does with the file written without --target-gguf (`tokenizer.ggml.model = none`): no vocabulary,
+    no mask token, and it aborts on the first draft batch: loud, never a silent run (and convert warned)."""
+    run = speculative_dflash(pair["target_gguf"], pair["bare"], pair["prompts"][0])
     assert run.returncode != 0
     assert "failed to add token" in run.stdout + run.stderr
+
+
+def test_another_models_gguf_is_refused(pair, tmp_path):
+    """llama.cpp's DFlash draft holds the target's 256 tokens but 1 layer: not the target's GGUF, refused by name."""
+    with pytest.raises(EagleConvertError, match="not the GGUF of this target: it holds 1 layers"):
+        eagle_convert.convert(str(pair["paths"]["zlab"]), str(pair["paths"]["target"]), tmp_path / "out",
+                              to="gguf", target_gguf=str(pair["theirs-zlab"]))
+    assert not (tmp_path / "out").exists()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eagle_convert.io.gguf_file import GgufTensor, read_gguf, write_gguf
 from eagle_convert.testing.dflash import TARGET, TARGET_LAYER_IDS, build_dflash_set
 from support.spm import text_of, write_tokenizer
 
@@ -25,16 +24,3 @@ def build_dflash_llamacpp_pair(root: Path) -> dict[str, Path]:
     prompts.write_text("".join(json.dumps({"text": text_of(ids)}) + "\n" for ids in PROMPT_IDS))
     return {"target": paths["target"], "zlab": paths["zlab"], "speculators": paths["speculators"],
             "jetspec": paths["jetspec"], "prompts": prompts, "taps": TARGET_LAYER_IDS}
-
-
-def with_target_vocabulary(draft_gguf: Path, target_gguf: Path, out: Path) -> Path:
-    """The draft file with the target GGUF's tokenizer.* keys (the draft's own mask id kept): what llama.cpp's
-    converter puts in a DFlash draft, and eagle-convert leaves out (layouts/gguf_dflash.py)."""
-    draft, target = read_gguf(draft_gguf), read_gguf(target_gguf)
-    meta = {k: (draft.types[k], v) for k, v in draft.metadata.items() if not k.startswith("tokenizer.")}
-    meta |= {k: (target.types[k], v) for k, v in target.metadata.items() if k.startswith("tokenizer.")}
-    mask = "tokenizer.ggml.mask_token_id"
-    meta[mask] = (draft.types[mask], draft.metadata[mask])
-    write_gguf(out, meta, [GgufTensor(name, dtype, shape) for name, (dtype, shape, _) in draft.tensors.items()],
-               lambda t: draft.tensor(t.name))
-    return out

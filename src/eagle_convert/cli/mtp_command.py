@@ -11,7 +11,7 @@ from click.core import ParameterSource
 
 # convert's options that mean something only for an EAGLE DRAFT + --target conversion.
 EAGLE_ONLY = ("draft", "target", "dtype", "fc_bias", "drop", "verifier", "target_pattern", "check_embedding",
-              "allow_nonfinite", "target_lm_head", "target_embed", "lm_head_from")
+              "allow_nonfinite", "target_lm_head", "target_embed", "lm_head_from", "target_gguf")
 
 
 def _given(ctx: click.Context, name: str) -> bool:

@@ -4,7 +4,7 @@ fetch.py says what a real run will fetch) -> stream out and verify (execute.py).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..checkpoint.open import InputRef, absolute_if_local, open_input
@@ -25,6 +25,7 @@ from .derive import FoldReport
 from .execute import execute_plan
 from .fetch import fetch_plan
 from .plan import Plan, build_plan
+from .target_gguf import target_vocabulary
 from .tensor_checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, compare_embeddings, compares_embeddings
 from .token_map_output import plan_token_map
 
@@ -48,6 +49,7 @@ class ConversionResult:
     will_check: list[str] = field(default_factory=list)  # dry run: checks the real run makes on data not read yet
     positions: dict | None = None  # the position and RoPE checks (positions/checks.py) and what was written
     token_map: dict | None = None  # --token-map: its source, sha256, the file in OUT, hot ids, target vocab
+    target_gguf: dict | None = None  # --target-gguf: the file, its size, and the sha256 of the vocabulary copied
 
     def inputs_record(self) -> dict:
         """The inputs as eagle_convert.json records them."""
@@ -71,6 +73,7 @@ class ConversionResult:
             "fetch": self.fetch,
             "positions": self.positions,
             **({"token_map": self.token_map} if self.token_map else {}),
+            **({"target_gguf": self.target_gguf} if self.target_gguf else {}),
             **({"will_check": self.will_check} if self.out is None else {}),
             **self.plan.to_dict(),
         }
@@ -129,19 +132,23 @@ def convert(draft: str | InputRef, target: str | InputRef, out: str | Path | Non
     refuse_rope_errors(positions)  # before anything is planned or written
     to = to or default_output_layout(head.spec.kind)  # said in the plan (`layout`), like a --to given
     hot = plan_token_map(token_map, head.spec, get_layout(to), target_info.config) if token_map else None
+    vocabulary, vocabulary_record = target_vocabulary(s.target_gguf, get_layout(to), head.spec, target_info) \
+        if s.target_gguf else (None, None)
     # Names written into configs and the serve command work from any folder: local paths absolute, repo ids as ids.
     out_label = str(Path(out).resolve()) if out else "OUT"
     plan = build_plan(head, target_info, to=to, dtype=dtype, fc_bias=s.fc_bias,
                       verifier=absolute_if_local(s.verifier) if s.verifier else None,
                       target_label=target_in.serve_name, out_label=out_label,
                       num_speculative_tokens=s.num_speculative_tokens,
-                      token_map=f"{out_label}/{hot.file_name}" if hot else None)
+                      token_map=f"{out_label}/{hot.file_name}" if hot else None, target_vocabulary=vocabulary)
+    if vocabulary_record:  # recorded in eagle_convert.json as the other inputs are
+        plan = replace(plan, record={**plan.record, "target_gguf": vocabulary_record})
     check_head_vocab_map(head)
     result = ConversionResult(plan, draft_in, target_in, head.layout.name, head.layout_reason, None,
-                              lm_head_from=weights_in, token_map=hot.describe() if hot else None)
+                              lm_head_from=weights_in, token_map=hot.describe() if hot else None,
+                              target_gguf=vocabulary_record)
     positions.written = written_positions(plan.config) if not plan.gguf_file else {
-        **get_layout(to).flat_config(plan.config),
-        "why": "GGUF eagle3.context_length and eagle3.rope.freq_base (a head with RoPE scaling is refused)"}
+        **get_layout(to).flat_config(plan.config), "why": gguf_positions_said(plan.config)}
     # What still holds for the output (a limit convert raised, a key it mirrored, no longer): what the CLI warns of.
     after = check_positions(get_layout(to).flat_config(plan.config), target_info.config,
                             PositionOptions(max_model_len, allow_rope_mismatch))
@@ -169,6 +176,12 @@ def convert(draft: str | InputRef, target: str | InputRef, out: str | Path | Non
 
 def _opened(name: str | InputRef, **options) -> InputRef:
     return name if isinstance(name, InputRef) else open_input(name, **options)
+
+
+def gguf_positions_said(metadata: dict) -> str:
+    """The GGUF keys that state the output's positions, named after the file's own architecture (eagle3, dflash)."""
+    arch = metadata["general.architecture"][1]
+    return f"GGUF {arch}.context_length and {arch}.rope.freq_base (a head with RoPE scaling is refused)"
 
 
 def written_positions(config: dict) -> dict:

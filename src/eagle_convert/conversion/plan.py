@@ -15,7 +15,7 @@ from ..draft.load import DraftHead
 from ..errors import UnsupportedConversionError, option
 from ..io.safetensors import SAFETENSORS_CODES, nbytes_of
 from ..layouts import OutputContext, get_layout
-from ..layouts.base import DerivedTensor, Rewrite
+from ..layouts.base import DerivedTensor, Rewrite, TargetVocabulary
 from ..spec import DraftSpec
 from ..targets.quant import StoredWeight
 from ..targets.target_info import DTYPE_NAMES, TargetInfo
@@ -130,7 +130,8 @@ def resolve_dtype(dtype: str, target: TargetInfo) -> str:
 
 def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "auto", fc_bias: str = "error",
                verifier: str | None = None, target_label: str | None = None, out_label: str = "OUT",
-               num_speculative_tokens: int = 3, token_map: str | None = None) -> Plan:
+               num_speculative_tokens: int = 3, token_map: str | None = None,
+               target_vocabulary: TargetVocabulary | None = None) -> Plan:
     from .validate import check_pair  # validation is pure and reads no tensor data
 
     layout = get_layout(to)
@@ -178,7 +179,9 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
             dropped.append((role, reasons.get(role, f"the {to} layout has no place for it")))
     ctx = OutputContext(target_label=target_label or target.checkpoint.label, target_config=target.config,
                         out_label=out_label, dtype_name=dtype_name, verifier=verifier,
-                        num_speculative_tokens=num_speculative_tokens, token_map=token_map)
+                        num_speculative_tokens=num_speculative_tokens, token_map=token_map,
+                        target_vocabulary=target_vocabulary)
+    warnings += layout.output_warnings(spec, ctx)
     return Plan(layout=to, spec=spec, config=layout.output_config(spec, ctx), tensors=tuple(tensors),
                 dropped=tuple(dropped), notes=tuple(notes), serve_command=layout.serve_command(spec, ctx),
                 dtype_name=dtype_name, warnings=tuple(warnings), gguf_file=layout.gguf_file_for(spec))

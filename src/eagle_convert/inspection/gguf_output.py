@@ -8,7 +8,8 @@ import json
 import struct
 from pathlib import Path
 
-from ..errors import LayoutError
+from ..errors import CorruptCheckpointError, LayoutError
+from ..io.gguf_header import read_header_of
 from ..io.text import read_text
 from ..kinds import DFLASH, EAGLE3
 from ..layouts import LAYOUTS
@@ -66,3 +67,21 @@ def _first_string_key(file: Path, key: str) -> str | None:
             return None
         (length,) = struct.unpack_from("<Q", head, 36 + n)
         return f.read(min(length, 256)).decode("utf-8", "replace")
+
+
+def vocabulary_problems(path: str, file_name: str, kind: str | None) -> list[tuple[str, str]]:
+    """(problem, fix) when the DFlash GGUF in PATH holds no vocabulary: llama.cpp reads its mask token through one
+    (layouts/gguf_dflash.py) and aborts at the first draft without it. Read from the file's own header."""
+    if kind != DFLASH:
+        return []
+    file = Path(path) / file_name
+    try:
+        model = read_header_of(file).metadata.get("tokenizer.ggml.model")
+    except CorruptCheckpointError as exc:
+        return [(exc.message, exc.hint)]
+    if model not in (None, "none"):
+        return []
+    return [(f"{file_name} holds no vocabulary (tokenizer.ggml.model = none): llama.cpp cannot run this DFlash draft "
+             "(it aborts at the first draft, \"failed to add token\").",
+             "Convert the head again with --target-gguf TARGET.gguf, the target's GGUF that llama-server loads with "
+             "-m: its tokenizer.* keys are copied into the draft.")]

@@ -21,7 +21,7 @@ from ..taps.conventions import describe_taps, taps_line
 from ..targets.target_info import TargetInfo, read_target
 from ..vocab.check import check_map
 from ..vocab.head import head_facts
-from .gguf_output import gguf_head, gguf_output, tensors_of
+from .gguf_output import gguf_head, gguf_output, tensors_of, vocabulary_problems
 from .mtp import PROVENANCE, mtp_section
 from .target import describe_target, looks_like_target
 
@@ -126,7 +126,8 @@ def _gguf_report(path: str, provenance: dict) -> InspectReport:
     file_name, kind = gguf_head(path)
     return InspectReport(path=path, layout=layout.name, kind=kind or layout.kinds[0], config={},
                          layout_reason=f"written by eagle-convert ({PROVENANCE}) as {layout.summary}",
-                         tensors=tensors_of(provenance, file_name), notes=list(provenance.get("notes") or []))
+                         tensors=tensors_of(provenance, file_name), notes=list(provenance.get("notes") or []),
+                         problems=[Problem(*p) for p in vocabulary_problems(path, file_name, kind)])
 
 
 def _vocab_findings(report: InspectReport, head: DraftHead, target: TargetInfo | None) -> None:

@@ -1,5 +1,5 @@
 """GGUF v3, the file format llama.cpp loads: written and read back here, from the format's specification
-(ggml-org/ggml docs/gguf.md), with no dependency beyond numpy and torch.
+(ggml-org/ggml docs/gguf.md), with no dependency beyond torch (io/gguf_header.py parses the key/value section).
 
 A file is: the magic `GGUF`, version 3, the tensor count and the key/value count (u64), the key/value pairs (a key is
 a u64-length-prefixed UTF-8 string, then a u32 value type and the value; an array is its element type (u32), its
@@ -13,25 +13,19 @@ Metadata values are given as (type name, value) with the specification's type na
 
 from __future__ import annotations
 
+import io
 import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy
 import torch
 
 from ..errors import VerificationError
+from .gguf_header import ARRAY, MAGIC, SCALARS, STRING, read_header
 
-MAGIC, VERSION, ALIGNMENT = b"GGUF", 3, 32
-
-# gguf.md "gguf_metadata_value_type": code and struct format of each scalar type
-SCALARS = {"UINT8": (0, "B"), "INT8": (1, "b"), "UINT16": (2, "H"), "INT16": (3, "h"), "UINT32": (4, "I"),
-           "INT32": (5, "i"), "FLOAT32": (6, "f"), "BOOL": (7, "?"), "UINT64": (10, "Q"), "INT64": (11, "q"),
-           "FLOAT64": (12, "d")}
-STRING, ARRAY = 8, 9
-TYPE_NAMES = {code: name for name, (code, _) in SCALARS.items()} | {STRING: "STRING", ARRAY: "ARRAY"}
+VERSION, ALIGNMENT = 3, 32
 
 # ggml_type codes (ggml.h) of the unquantized tensor types, and their torch dtypes
 GGML_TYPES = {torch.float32: 0, torch.float16: 1, torch.int8: 24, torch.int16: 25, torch.int32: 26,
@@ -150,50 +144,19 @@ class GgufFile:
         return torch.frombuffer(bytearray(self.raw(name)), dtype=dtype).reshape(shape)
 
 
-class _Cursor:
-    def __init__(self, data: bytes):
-        self.data, self.at = data, 0
-
-    def take(self, fmt: str):
-        values = struct.unpack_from("<" + fmt, self.data, self.at)
-        self.at += struct.calcsize("<" + fmt)
-        return values if len(values) > 1 else values[0]
-
-    def string(self) -> str:
-        n = self.take("Q")
-        self.at += n
-        return self.data[self.at - n:self.at].decode("utf-8")
-
-    def value(self, code: int):
-        if code == STRING:
-            return self.string(), "STRING"
-        if code == ARRAY:
-            element, count = self.take("IQ")
-            items = [self.value(element)[0] for _ in range(count)]
-            return items, f"ARRAY[{TYPE_NAMES[element]}]"
-        name = TYPE_NAMES[code]
-        return self.take(SCALARS[name][1]), name
-
-
 def read_gguf(path: Path) -> GgufFile:
-    """Parse a GGUF v3 file (unquantized tensor types only)."""
+    """Parse a GGUF v3 file (unquantized tensor types only): the files this module writes, read back whole."""
     data = Path(path).read_bytes()
-    if data[:4] != MAGIC:
-        raise ValueError(f"{path}: not a GGUF file (magic {data[:4]!r})")
-    c = _Cursor(data)
-    c.at = 4
-    version, n_tensors, n_kv = c.take("IQQ")
-    metadata, types = {}, {}
-    for _ in range(n_kv):
-        key = c.string()
-        metadata[key], types[key] = c.value(c.take("I"))
-    infos = []
-    for _ in range(n_tensors):
-        name = c.string()
-        dims = c.take("I")
-        shape = tuple(reversed(numpy.atleast_1d(c.take(f"{dims}Q")).tolist()))
-        code, offset = c.take("IQ")
+    header = read_header(io.BytesIO(data), str(path), len(data))
+    at, infos = header.end, []
+    for _ in range(header.tensor_count):
+        (n,) = struct.unpack_from("<Q", data, at)
+        name, at = data[at + 8:at + 8 + n].decode("utf-8"), at + 8 + n
+        (dims,) = struct.unpack_from("<I", data, at)
+        shape = tuple(reversed(struct.unpack_from(f"<{dims}Q", data, at + 4)))
+        code, offset = struct.unpack_from("<IQ", data, at + 4 + 8 * dims)
+        at += 4 + 8 * dims + 12
         infos.append((name, GGML_DTYPES[code], shape, offset))
-    start = c.at + _padding(c.at, int(metadata.get("general.alignment", ALIGNMENT)))
+    start = at + _padding(at, int(header.metadata.get("general.alignment", ALIGNMENT)))
     tensors = {name: (dtype, shape, start + offset) for name, dtype, shape, offset in infos}
-    return GgufFile(version, metadata, types, tensors, data)
+    return GgufFile(header.version, header.metadata, header.types, tensors, data)

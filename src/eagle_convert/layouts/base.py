@@ -28,6 +28,15 @@ CANONICAL_NAMES = {kind.name: kind.canonical_names for kind in KINDS.values()}
 
 
 @dataclass(frozen=True)
+class TargetVocabulary:
+    """The target's vocabulary as its own GGUF states it (`convert --target-gguf`), for a llama.cpp draft that reads
+    the mask token through a vocabulary of its own (DFlash): checked to be this target's (conversion/target_gguf.py)."""
+
+    file: str  # the target GGUF, for the serve command (-m)
+    keys: dict  # every tokenizer.* key -> (GGUF type name, value), as the target's file holds it
+
+
+@dataclass(frozen=True)
 class OutputContext:
     """What an output layout needs to know beyond the head itself."""
 
@@ -38,6 +47,7 @@ class OutputContext:
     verifier: str | None = None  # speculators: the verifier's name or path
     num_speculative_tokens: int = 3
     token_map: str | None = None  # a hot-token map file written beside the head (SGLang --speculative-token-map)
+    target_vocabulary: TargetVocabulary | None = None  # --target-gguf: copied into a draft that needs it
 
 
 @dataclass(frozen=True)
@@ -150,6 +160,14 @@ class Layout:
     def embedding_rule(self, spec: DraftSpec, canonical: frozenset[str]) -> EmbeddingRule | None:
         """How the engine treats a draft's own embedding, when it does not load it as it is (None: it does)."""
         return None
+
+    def takes_target_vocabulary(self, spec: DraftSpec) -> bool:
+        """Whether this head, written in this layout, holds a copy of the target's vocabulary (`--target-gguf`)."""
+        return False
+
+    def output_warnings(self, spec: DraftSpec, ctx: OutputContext) -> tuple[str, ...]:
+        """What the user must do before an engine runs this output (said after the conversion, and in --json)."""
+        return ()
 
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
         """The command that serves the output. It always names the method: without one, vLLM (0.33) guesses it from

@@ -10,9 +10,10 @@ q/k permutation (Qwen3 ropes NeoX-style in llama.cpp, as in HF), `dflash.target_
 
 The vocabulary: llama.cpp reads the mask token only through the draft's own vocabulary (llama_vocab_mask), and its
 converter copies the target's whole tokenizer into the draft for that (`--target-model-dir`). eagle-convert does not
-rebuild llama.cpp's tokenizer tables: the file states `tokenizer.ggml.model = none` and the mask id, and the serve
-command says how to give the draft the target's vocabulary. Measured with b11434: with `none` the loader drops the
-mask id, and the speculator then drafts with token -1."""
+rebuild llama.cpp's tokenizer tables from the HF target: it copies the `tokenizer.*` keys of the target's own GGUF
+(`--target-gguf`, the file served with `-m`, checked to be this target's: conversion/target_gguf.py), the draft's mask
+id kept. Without it the file states `tokenizer.ggml.model = none` and the mask id, and the conversion warns: b11434
+drops the mask id with `none` and aborts at the first draft ("failed to add token")."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from ..kinds import DFLASH
 from ..rope.types import rope_type_of
 from ..spec import DraftSpec
 from ..taps.conventions import CONVENTIONS
-from .base import OutputContext, Rewrite, output_limit
+from .base import OutputContext, Rewrite, TargetVocabulary, output_limit
 from .dflash_zlab import TARGET_SHARED
 from .gguf import FILE_TYPES, Gguf
 from .registry import register
@@ -76,9 +77,24 @@ def dflash_metadata(spec: DraftSpec, ctx: OutputContext) -> dict:
         # explicit, false included: llama.cpp runs a DFlash draft non-causal unless the file says otherwise
         "dflash.attention.causal": ["BOOL", bool(spec.causal)],
         "general.quantization_version": ["UINT32", 2],
-        "tokenizer.ggml.model": ["STRING", "none"],  # the target's vocabulary is not rebuilt here (module doc)
-        "tokenizer.ggml.mask_token_id": ["UINT32", spec.mask_token_id],
+        **vocabulary_keys(ctx.target_vocabulary),
+        "tokenizer.ggml.mask_token_id": ["UINT32", spec.mask_token_id],  # the draft's own, over any the target has
     }
+
+
+def vocabulary_keys(vocabulary: TargetVocabulary | None) -> dict:
+    """The target GGUF's tokenizer.* keys, or `none` when it was not given (module doc)."""
+    if vocabulary is None:
+        return {"tokenizer.ggml.model": ["STRING", "none"]}
+    return {key: list(typed) for key, typed in vocabulary.keys.items()}
+
+
+def vocabulary_warning(ctx: OutputContext) -> tuple[str, ...]:
+    if ctx.target_vocabulary is not None:
+        return ()
+    return (f"{GGUF_FILE} holds no vocabulary: llama.cpp cannot run it (it aborts at the first draft, \"failed to add "
+            "token\") until the target's is copied in; convert again with --target-gguf TARGET.gguf, the target's GGUF "
+            "that llama-server loads with -m",)
 
 
 def dflash_inexpressible(spec: DraftSpec) -> str | None:
@@ -99,12 +115,15 @@ def dflash_inexpressible(spec: DraftSpec) -> str | None:
 
 
 def dflash_serve_command(spec: DraftSpec, ctx: OutputContext) -> str:
-    target, k = "TARGET.gguf", spec.block_size - 1
-    draft = shlex.quote(f"{ctx.out_label}/{GGUF_FILE}")
-    return (f"python convert_hf_to_gguf.py {shlex.quote(ctx.target_label)} --outfile {target}  # llama.cpp's "
-            f"converter, for the target\n# llama.cpp reads the mask token through the draft's vocabulary: copy the "
-            f"target's tokenizer.* keys from {target} into {draft} first (docs/families.md)\n"
-            f"llama-server -m {target} -md {draft} --spec-type draft-dflash --spec-draft-n-max {k}\n"
+    k, draft = spec.block_size - 1, shlex.quote(f"{ctx.out_label}/{GGUF_FILE}")
+    if ctx.target_vocabulary is not None:
+        target, first = shlex.quote(ctx.target_vocabulary.file), ""
+    else:
+        target = "TARGET.gguf"
+        first = (f"python convert_hf_to_gguf.py {shlex.quote(ctx.target_label)} --outfile {target}  # llama.cpp's "
+                 f"converter, for the target\n# llama.cpp cannot run {draft} as written (no vocabulary): convert "
+                 f"again with --target-gguf {target} first\n")
+    return (f"{first}llama-server -m {target} -md {draft} --spec-type draft-dflash --spec-draft-n-max {k}\n"
             f"# or: llama-speculative-simple -m {target} -md {draft} --spec-type draft-dflash --spec-draft-n-max {k} "
             "-p PROMPT")
 
@@ -124,6 +143,12 @@ class GgufLayout(Gguf):
         if unnamed:
             return f"llama.cpp's DFlash model has no tensor for {', '.join(unnamed[:3])}"
         return dflash_inexpressible(spec)
+
+    def takes_target_vocabulary(self, spec: DraftSpec) -> bool:
+        return spec.kind == DFLASH  # an EAGLE-3 draft runs on the target's own vocabulary (layouts/gguf.py)
+
+    def output_warnings(self, spec: DraftSpec, ctx: OutputContext) -> tuple[str, ...]:
+        return vocabulary_warning(ctx) if spec.kind == DFLASH else super().output_warnings(spec, ctx)
 
     def gguf_file_for(self, spec: DraftSpec) -> str | None:
         return GGUF_FILE if spec.kind == DFLASH else super().gguf_file_for(spec)

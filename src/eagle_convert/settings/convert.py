@@ -82,6 +82,10 @@ class ConvertSettings(Declared):
     token_map: str | Path | None = setting(None, TOKEN_MAP, help=(
         "--to sglang, EAGLE-1: a hot-token map (FR-Spec; any vocab-map format), checked against the target, copied "
         "into OUT in SGLang's format and named in the serve command (--speculative-token-map)."))
+    target_gguf: str | Path | None = setting(None, flag("--target-gguf", type=click.Path(exists=True, dir_okay=False),
+                                                         metavar="FILE"), help=(
+        "--to gguf, DFlash heads: the target's own GGUF (the file llama.cpp serves with -m), checked to be --target's; "
+        "its tokenizer.* keys are copied into the draft, which llama.cpp cannot run without them."))
     dry_run: bool = setting(False, flag("--dry-run", is_flag=True),
                             help="Print the plan and the bytes it will read; write nothing.")
     force: bool = setting(False, flag("--force", is_flag=True), help="Replace OUT if it exists.")
