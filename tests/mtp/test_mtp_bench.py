@@ -146,7 +146,8 @@ class _FakeLLM:
             method=spec["method"], model=spec.get("model"), num_speculative_tokens=spec["num_speculative_tokens"],
             draft_model_config=None)  # the worker reads vLLM's drafter limit from it (None: the target's)
         config = types.SimpleNamespace(speculative_config=spec_config, model_config=types.SimpleNamespace(
-            dtype=kwargs["dtype"], max_model_len=kwargs.get("max_model_len")), parallel_config=types.SimpleNamespace(tensor_parallel_size=1))
+            dtype=kwargs["dtype"], max_model_len=kwargs.get("max_model_len")),
+            parallel_config=types.SimpleNamespace(tensor_parallel_size=1))
         self.llm_engine = types.SimpleNamespace(vllm_config=config,
                                                 engine_core=types.SimpleNamespace(shutdown=lambda: None))
 
