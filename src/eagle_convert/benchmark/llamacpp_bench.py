@@ -15,6 +15,7 @@ from ..conversion.converter import convert
 from ..engines.llamacpp import VERSION, LlamaCppEngine, LlamaCppTools
 from ..engines.llamacpp_vocab import LlamaCppVocab
 from ..errors import EngineError
+from ..io.gguf_file import read_gguf
 from ..io.progress import announce
 from ..runner.trees.shapes import TreeShape
 from ..settings.bench import DecodeSettings
@@ -72,7 +73,7 @@ def bench_llamacpp(inputs: BenchInputs, session: Session, decode: DecodeSettings
         announce("converting the target with llama.cpp's converter", enabled=progress)
         target_gguf = tools.convert_target(inputs.target_name, work / "target.gguf", gguf_dtype)
         draft, conversion = head_gguf(inputs, work, gguf_dtype)
-        vocab = LlamaCppVocab.from_gguf(target_gguf)
+        vocab = LlamaCppVocab.from_metadata(read_gguf(target_gguf).metadata)
         spec = LlamaCppEngine(tools, target_gguf, vocab, decode.k, draft=draft, encode=encode)
         run = run_conversations(session, spec, shape, progress=progress, what="bench (llama.cpp)", **request)
         if baseline:

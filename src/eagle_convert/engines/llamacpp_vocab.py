@@ -11,10 +11,8 @@ unambiguous (the test pair's letters), and an error otherwise, never a guess."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import EngineError
-from ..io.gguf_file import read_gguf
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # llama.cpp's token types
 
@@ -54,8 +52,8 @@ class LlamaCppVocab:
     eos: int | None
 
     @classmethod
-    def from_gguf(cls, path: Path) -> LlamaCppVocab:
-        meta = read_gguf(path).metadata
+    def from_metadata(cls, meta: dict) -> LlamaCppVocab:
+        """From the target GGUF's metadata (its tokenizer.ggml.* keys)."""
         model = meta.get("tokenizer.ggml.model", "")
         tokens = meta.get("tokenizer.ggml.tokens") or []
         kinds = meta.get("tokenizer.ggml.token_type") or [NORMAL] * len(tokens)
