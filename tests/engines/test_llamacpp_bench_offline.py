@@ -113,3 +113,11 @@ def test_compare_fails_on_accepted_drafts_or_tokens(engine):
 def test_compare_is_not_gated_outside_float32():
     gate, _ = llamacpp_compare_gate(_report([7], [9], [[1]], "bfloat16"), _report([1], [9], [[1]]), "l")
     assert gate.passed and gate.details["exact"] is False and gate.details["differing_prompts"] == ["0"]
+
+
+def test_a_gguf_compared_without_the_head_it_came_from_is_refused(pair, tmp_path):
+    gguf = tmp_path / "head.gguf"
+    gguf.write_bytes(b"GGUF")  # refused before anything reads it
+    args = ["bench", "-t", pair["target"], "-d", gguf, "--engine", "llamacpp", "--compare", "-q"]
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    assert result.exit_code == 1 and "--reference-draft RAW" in result.output, result.output

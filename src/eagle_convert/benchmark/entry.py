@@ -177,6 +177,10 @@ def _bench_with_engine(inputs: BenchInputs, decode: DecodeSettings, gates: GateO
     if (decode.tree or TreeOptions()).tree != "chain":
         raise ValueError("an engine bench drafts chains: bench the tree with our runner alone")
     ours = None
+    if compare and given_gguf(inputs.draft_name) and gates.reference_draft is None:
+        raise LayoutError(f"--compare runs {inputs.draft_name} in our runner too, which reads Hugging Face heads, "
+                          "not GGUF files.", "Name the head the GGUF was converted from: --reference-draft RAW (our "
+                          "runner benches RAW, llama.cpp the GGUF).")
     if compare:  # --reference-draft RAW: ours runs the head as released, the engine the conversion (who is at fault?)
         ours = _bench_ours(inputs.with_draft(gates.reference_draft or inputs.draft_name), decode, GateOptions(),
                            device=device, dtype=dtype, baseline=False, progress=progress, drop=drop)
