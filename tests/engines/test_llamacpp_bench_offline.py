@@ -48,6 +48,19 @@ def test_printed_text_splits_back_into_ids_only_when_the_count_agrees():
         vocab.ids_of(b"xyz", 3, "t")
 
 
+def test_byte_level_bpe_takes_the_tokenizers_split_first_and_an_end_of_generation_may_print_fewer():
+    gpt2 = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": ["\u0120hi", "\u0120", "h", "i"],
+            "tokenizer.ggml.token_type": [NORMAL] * 4}
+    vocab = LlamaCppVocab.from_metadata(gpt2)
+    tokenizer = lambda text: [1, 2, 3]  # noqa: E731  (the target tokenizer's split of b" hi")
+    assert vocab.ids_of(b" hi", 3, "t", encode=tokenizer) == [1, 2, 3]
+    assert vocab.ids_of(b" hi", 1, "t", encode=tokenizer) == [0]  # its count decides
+    # speculative-simple stopped at an end-of-generation token: it printed at most what it generated
+    assert vocab.ids_of(b" hi", None, "t", encode=tokenizer, at_most=5) == [1, 2, 3]
+    with pytest.raises(EngineError, match="3 or 1 pieces"):
+        vocab.ids_of(b" hi", 2, "t", encode=tokenizer)
+
+
 def test_missing_tools_name_make_llamacpp(tmp_path):
     with pytest.raises(EngineError) as error:
         LlamaCppTools.find(str(tmp_path))

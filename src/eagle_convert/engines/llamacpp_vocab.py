@@ -88,21 +88,23 @@ class LlamaCppVocab:
 
     def ids_of(self, text: bytes, count: int | None, tool: str, encode=None, at_most: int | None = None
                ) -> list[int]:
-        """Printed text back to ids: greedy longest match over the pieces, else `encode` (the target tokenizer's
-        own split, which byte-level BPE models mostly generate). `count`: how many tokens llama.cpp printed, when
-        it says; else `at_most` (it generated that many, and may have printed fewer)."""
-        ids = self._longest_match(text, tool)
-        want = count if count is not None else at_most
-        if len(ids) != want and encode is not None:
-            alt = encode(text)
-            ids = alt if len(alt) == want else ids
-        if (count is not None and len(ids) != count) or (at_most is not None and len(ids) > at_most):
-            count = count if count is not None else at_most
-            raise EngineError(f"{tool} generated {count} tokens, but their printed text splits into {len(ids)} "
-                              "pieces of the vocabulary, so the ids cannot be recovered exactly.",
-                              "llama.cpp's examples print text, not ids (docs/llamacpp.md), and this output splits "
-                              "neither by longest match nor as the target's tokenizer splits it: bench other prompts.")
-        return ids
+        """Printed text back to ids. Two splits: greedy longest match over the pieces, and `encode` (the target
+        tokenizer's own split), tried first for byte-level BPE, whose models mostly emit the tokenizer's split.
+        `count`: how many tokens llama.cpp printed, when it says; else `at_most` (it generated that many, and printed
+        fewer when it stopped at the end of generation). The first split that fits is taken; none is an error."""
+        splits = [lambda: self._longest_match(text, tool)]
+        if encode is not None:
+            splits.insert(0 if self.model == "gpt2" else 1, lambda: encode(text))
+        found = []
+        for split in splits:
+            found.append(split())
+            if len(found[-1]) == count or (count is None and len(found[-1]) <= at_most):
+                return found[-1]
+        raise EngineError(f"{tool} generated {count if count is not None else at_most} tokens, but their printed "
+                          f"text splits into {' or '.join(str(len(ids)) for ids in found)} pieces of the vocabulary, "
+                          "so the ids cannot be recovered exactly.",
+                          "llama.cpp's examples print text, not ids (docs/llamacpp.md), and this output splits "
+                          "neither by longest match nor as the target's tokenizer splits it: bench other prompts.")
 
     def _longest_match(self, text: bytes, tool: str) -> list[int]:
         lookup: dict[bytes, int] = {}
