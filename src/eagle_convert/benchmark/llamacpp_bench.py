@@ -63,10 +63,7 @@ def bench_llamacpp(inputs: BenchInputs, session: Session, decode: DecodeSettings
     builds the report's settings (engine_bench.py owns them)."""
     shape = TreeShape.chain(decode.k)
     request = dict(max_new_tokens=decode.max_new_tokens, temperature=0.0, seed=decode.seed)
-    encode = None
-    if session.tokenizer is not None:
-        encode = lambda text: session.tokenizer.tokenizer.encode(text.decode(errors="replace"),  # noqa: E731
-                                                                 add_special_tokens=False)
+    encode = None if session.tokenizer is None else _splitter(session.tokenizer.tokenizer)
     with tempfile.TemporaryDirectory(prefix="eagle-convert-llamacpp-") as workdir:
         work = Path(workdir)
         gguf_dtype = "float32" if dtype == "auto" else dtype
@@ -90,6 +87,14 @@ def bench_llamacpp(inputs: BenchInputs, session: Session, decode: DecodeSettings
                        "layout": "gguf", "conversion": conversion},
              "note": "ids sent as the text their pieces spell and read back from the printed text (docs/llamacpp.md)"}
     return run, settings, block
+
+
+def _splitter(tokenizer):
+    """Printed bytes -> the target tokenizer's ids, no special tokens added (a `tokenizers` Encoding or a list)."""
+    def split(text: bytes) -> list[int]:
+        encoded = tokenizer.encode(text.decode(errors="replace"), add_special_tokens=False)
+        return list(getattr(encoded, "ids", encoded))
+    return split
 
 
 def llamacpp_compare_gate(ours: dict, engine: dict, engine_name: str) -> tuple[GateResult, list[dict]]:
