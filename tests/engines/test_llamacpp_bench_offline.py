@@ -87,7 +87,7 @@ def test_bench_without_the_tools_is_one_paragraph_and_exit_1(pair, tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["--engine", "llamacpp", "--engine-arg", "x=1"], "--engine-arg applies to vLLM"),
     (["--engine", "vllm", "--engine-bin", "."], "--engine-bin applies to --engine llamacpp"),
-    (["--engine-bin", "."], "--engine-bin applies to an engine"),
+    (["--engine-bin", "."], "--engine-bin applies to an engine: add --engine llamacpp"),
 ])
 def test_options_of_another_engine_are_usage_errors(pair, args, message):
     result = bench(pair, *args)

@@ -13,20 +13,21 @@ from ..settings.declare import cli_option
 
 
 def engine_options(fn):
-    """--engine, --engine-url, --engine-python, --engine-bin, --tensor-parallel-size, --engine-arg, --compare,
-    --strict."""
+    """--engine, --engine-url, --engine-python, --tensor-parallel-size, --engine-arg, --compare, --strict."""
     decorators = [cli_option(ENGINE, "engine", ENGINE_HELP),
-                  EngineOptions.cli_options("url", "python", "bin", "tensor_parallel_size", "args"),
+                  EngineOptions.cli_options("url", "python", "tensor_parallel_size", "args"),
+                  EngineOptions.cli_options("bin"),  # --engine-bin: llama.cpp's tools (check_llamacpp_usage)
                   BenchSettings.cli_options("compare"), EngineOptions.cli_options("strict")]
     return functools.reduce(lambda f, decorate: decorate(f), reversed(decorators), fn)
 
 
 def engine_requested(engine: dict) -> bool:
     """True when an engine runs; options that only an engine reads are refused with our runner alone."""
+    if engine["engine"] == "ours" and engine["engine_bin"] and not engine["compare"]:
+        raise click.UsageError("--engine-bin applies to an engine: add --engine llamacpp.")
     if engine["engine"] != "ours" or engine["engine_url"] is not None or engine["compare"]:
         return True
-    given = [flag for flag, value in (("--engine-python", engine["engine_python"]), ("--engine-bin",
-             engine["engine_bin"]), ("--engine-arg",
+    given = [flag for flag, value in (("--engine-python", engine["engine_python"]), ("--engine-arg",
              engine["engine_args"]), ("--strict", engine["strict"]), ("--tensor-parallel-size",
              engine["tensor_parallel_size"] != 1)) if value]
     if given:
