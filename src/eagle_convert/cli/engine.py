@@ -16,8 +16,9 @@ def engine_options(fn):
     """--engine, --engine-url, --engine-python, --tensor-parallel-size, --engine-arg, --compare, --strict."""
     decorators = [cli_option(ENGINE, "engine", ENGINE_HELP),
                   EngineOptions.cli_options("url", "python", "tensor_parallel_size", "args"),
-                  EngineOptions.cli_options("bin"),  # --engine-bin: llama.cpp's tools (check_llamacpp_usage)
                   BenchSettings.cli_options("compare"), EngineOptions.cli_options("strict")]
+
+    decorators.append(EngineOptions.cli_options("bin"))  # --engine-bin: llama.cpp's tools (check_llamacpp_usage)
     return functools.reduce(lambda f, decorate: decorate(f), reversed(decorators), fn)
 
 
