@@ -123,6 +123,16 @@ def test_compare_fails_on_accepted_drafts_or_tokens(engine):
     assert not gate.passed and gate.details["differing_prompts"] == ["1"] and not rows[1]["identical"]
 
 
+def test_more_accepted_in_no_more_rounds_is_llamacpps_first_round_and_passes_shown():
+    ours = _report([26, 22], [38, 41], [[1], [2]])
+    gate, rows = llamacpp_compare_gate(ours, _report([27, 22], [38, 42], [[1], [2]]), "l")  # measured, real pair
+    assert gate.passed and gate.details["first_round_accepted"] == ["0"] and rows[0]["first_round_accepted"]
+    assert "extra first round accepted drafts too" in gate.message
+    # more accepted but in MORE rounds than ours is no first round's doing: it fails
+    gate, _ = llamacpp_compare_gate(ours, _report([27, 22], [39, 42], [[1], [2]]), "l")
+    assert not gate.passed and gate.details["differing_prompts"] == ["0"]
+
+
 def test_compare_is_not_gated_outside_float32():
     gate, _ = llamacpp_compare_gate(_report([7], [9], [[1]], "bfloat16"), _report([1], [9], [[1]]), "l")
     assert gate.passed and gate.details["exact"] is False and gate.details["differing_prompts"] == ["0"]
