@@ -7,56 +7,14 @@ convert_hf_to_gguf.py in its own environment (`make test-llamacpp` sets both).""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
+
+from eagle_convert.engines.llamacpp_log import parse_counters  # noqa: F401  (the tests read counters as bench does)
 
 LLAMACPP_BIN = os.environ.get("LLAMACPP_BIN", "")
 LLAMACPP_CONVERT = os.environ.get("LLAMACPP_CONVERT", "")
 THREADS = "2"
-
-
-@dataclass(frozen=True)
-class SpecCounters:
-    """What llama-speculative-simple prints at exit: its own totals (n_drafted: the tokens of every draft it verified;
-    n_accept: those accepted) and, at -lv 4, the speculator's statistics line (accept_calls: verification rounds;
-    gen/acc drafts and tokens; acc_rate_per_pos: accepted tokens at draft position i / accept_calls)."""
-    n_predict: int
-    n_drafted: int
-    n_accept: int
-    accept_calls: int
-    gen_drafts: int
-    acc_drafts: int
-    gen_tokens: int
-    acc_tokens: int
-    acc_rate_per_pos: tuple[float, ...]
-
-
-_TOTALS = {key: re.compile(rf"^.*\b{key}\s*=\s*(\d+)\s*$", re.M) for key in ("n_predict", "n_drafted", "n_accept")}
-_STATS = re.compile(r"statistics\s+draft-eagle3: #calls\(b,g,a\) =\s*\d+\s+\d+\s+(\d+), #gen drafts =\s*(\d+), "
-                    r"#acc drafts =\s*(\d+), #gen tokens =\s*(\d+), #acc tokens =\s*(\d+)(.*)$", re.M)
-_RATES = re.compile(r"#acc rate/pos = \(([^)]*)\)")
-
-
-def parse_counters(log: str) -> SpecCounters:
-    """The counters in llama-speculative-simple's log. Missing ones raise: b11434's logger could exit before writing
-    them (ggml-org/llama.cpp#22142; the build applies flush-log-at-exit.patch), and a test must not read 0 for them."""
-    totals = {}
-    for key, pattern in _TOTALS.items():
-        found = pattern.findall(log)
-        if not found:
-            raise ValueError(f"llama-speculative-simple printed no `{key} = N` line; its log ends:\n{log[-2000:]}")
-        totals[key] = int(found[-1])
-    stats = _STATS.findall(log)
-    if not stats:
-        raise ValueError(f"no `statistics draft-eagle3` line (it needs -lv 4); the log ends:\n{log[-2000:]}")
-    *numbers, rest = stats[-1]
-    accept_calls, gen_drafts, acc_drafts, gen_tokens, acc_tokens = map(int, numbers)
-    rates = _RATES.search(rest)  # printed only after a verification round
-    per_pos = tuple(float(r) for r in rates.group(1).split(",") if r.strip()) if rates else ()  # "()": none accepted
-    return SpecCounters(**totals, accept_calls=accept_calls, gen_drafts=gen_drafts, acc_drafts=acc_drafts,
-                        gen_tokens=gen_tokens, acc_tokens=acc_tokens, acc_rate_per_pos=per_pos)
 
 
 def generated_text(stdout: str, prompt: str) -> str:

@@ -77,4 +77,6 @@ def compare_table(rows: list[dict], engine_name: str) -> str:
         lines.append(f"{str(row['id'])[:12]:<12} {a['drafts']:>6} {a['accepted']:>8} "
                      f"{_tau(a['mean_acceptance_length']):>6} | {b.get('drafts', '-'):>6} {b.get('accepted', '-'):>8} "
                      f"{_tau(b.get('mean_acceptance_length')):>6} | {where}")
+    if rows and rows[0].get("drafted_note"):  # an engine whose drafts cannot match ours (llamacpp_bench.py)
+        lines.append(f"gated: {', '.join(rows[0]['compared'])}; drafts differ by design: {rows[0]['drafted_note']}")
     return "\n".join(lines)

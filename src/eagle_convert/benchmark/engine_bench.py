@@ -72,6 +72,9 @@ def bench_engine(target: str, draft: str | None, decode: DecodeSettings, engine:
         raise LayoutError(f"The bench target {target!r} is not a local folder.",
                           "bench encodes the prompts with the target's own tokenizer and chat template: download it "
                           "first (e.g. `hf download ORG/NAME --local-dir DIR`) and pass the folder.")
+    if engine.name == "llamacpp":
+        return bench_llamacpp_engine(inputs, decode, engine, dtype=dtype, baseline=baseline, progress=progress,
+                                     before_run=before_run)
     extra = parse_engine_args(engine.args)
     python = find_python(engine.python) if engine.url is None else None  # before any other work: the usual problem
     before_run()
@@ -81,6 +84,26 @@ def bench_engine(target: str, draft: str | None, decode: DecodeSettings, engine:
     report = _bench_offline(inputs, session, decode, python=python, tp=engine.tensor_parallel_size, extra=extra,
                             dtype=dtype, baseline=baseline, progress=progress, drop=drop,
                             concurrency=engine.concurrency)
+    check_lossless(report)
+    return report
+
+
+def bench_llamacpp_engine(inputs: BenchInputs, decode: DecodeSettings, engine: EngineOptions, *, dtype: str,
+                          baseline: bool, progress: bool, before_run: Callable[[], None]) -> BenchReport:
+    """--engine llamacpp (llamacpp_bench.py): its tools found first (the usual problem), then the same report."""
+    from ..engines.llamacpp import LlamaCppTools
+    from .llamacpp_bench import bench_llamacpp, check_supported
+
+    check_supported(decode)
+    tools = LlamaCppTools.find(engine.bin)
+    before_run()
+    session = open_session(inputs.target_name, decode.prompts, chat_template=decode.chat_template,
+                           ignore_eos=decode.ignore_eos)
+    run, settings, block = bench_llamacpp(
+        inputs, session, decode, tools, dtype=dtype, baseline=baseline, progress=progress,
+        settings_of=lambda info, kind, aux: _settings(inputs.target_name, session, decode, info, baseline=baseline,
+                                                      draft_kind=kind, aux_layer_ids=aux))
+    report = _report(run, settings, block)
     check_lossless(report)
     return report
 

@@ -24,6 +24,7 @@ from . import gates as gate_checks
 from .bench_report import SCHEMA_VERSION, BenchReport
 from .compare import compare_gate
 from .inputs import BenchInputs
+from .llamacpp_bench import given_gguf, llamacpp_compare_gate
 from .position_checks import bench_max_model_len, check_before_bench
 
 DEFAULT_MAX_TAU_DROP = 0.05
@@ -71,9 +72,9 @@ def bench_settings(*, k: int = 3, max_new_tokens: int = 256, prompts=None, tempe
     `context`: `bench --context-lengths` (long documents cut to each length, `prompts` unused; report.context per
     bucket). `revision`, `token`, `offline`: how a draft repo id is read from the Hub."""
     if isinstance(engine, str):
-        if engine not in ("ours", "vllm"):
-            raise ValueError(f"engine must be 'ours', 'vllm' or EngineOptions, got {engine!r}")
-        engine = EngineOptions() if engine == "vllm" else None
+        if engine not in ("ours", "vllm", "llamacpp"):
+            raise ValueError(f"engine must be 'ours', 'vllm', 'llamacpp' or EngineOptions, got {engine!r}")
+        engine = None if engine == "ours" else EngineOptions(name=engine)
     decode = DecodeSettings(k=k, tree=tree, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                             ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts, token_map=token_map)
     gates = GateOptions(min_acceptance_length, reference_draft, reference_report, max_tau_drop)
@@ -93,7 +94,8 @@ def run(target: str, draft: str | None, settings: BenchSettings, hub: HubOptions
     positions = PositionOptions(bench_max_model_len(settings.max_model_len, lengths, decode.max_new_tokens),
                                 settings.allow_rope_mismatch)
     inputs = inputs or BenchInputs(target, draft, hub)  # each checkpoint opened once for the whole run
-    checked = check_before_bench(inputs, positions)
+    # a .gguf head for llama.cpp is served as given: no HF config to check (llamacpp_bench.py)
+    checked = None if given_gguf(draft) else check_before_bench(inputs, positions)
     how = dict(device=settings.device, dtype=settings.dtype, baseline=settings.baseline, progress=settings.progress,
                drop=settings.drop)
     if compare or engine is not None:
@@ -177,6 +179,10 @@ def _bench_with_engine(inputs: BenchInputs, decode: DecodeSettings, gates: GateO
     if (decode.tree or TreeOptions()).tree != "chain":
         raise ValueError("an engine bench drafts chains: bench the tree with our runner alone")
     ours = None
+    if compare and given_gguf(inputs.draft_name) and gates.reference_draft is None:
+        raise LayoutError(f"--compare runs {inputs.draft_name} in our runner too, which reads Hugging Face heads, "
+                          "not GGUF files.", "Name the head the GGUF was converted from: --reference-draft RAW (our "
+                          "runner benches RAW, llama.cpp the GGUF).")
     if compare:  # --reference-draft RAW: ours runs the head as released, the engine the conversion (who is at fault?)
         ours = _bench_ours(inputs.with_draft(gates.reference_draft or inputs.draft_name), decode, GateOptions(),
                            device=device, dtype=dtype, baseline=False, progress=progress, drop=drop)
@@ -191,7 +197,8 @@ def _bench_with_engine(inputs: BenchInputs, decode: DecodeSettings, gates: GateO
     apply_report_gates(report, gates, stored[0])
     if ours is not None:
         ours_data = ours.to_dict()
-        gate, rows = compare_gate(ours_data, report.to_dict(), engine.label)
+        gate_of = llamacpp_compare_gate if engine.name == "llamacpp" else compare_gate
+        gate, rows = gate_of(ours_data, report.to_dict(), engine.label)
         report.gates.append(gate)
         report.compare = {"ours": {"settings": ours_data["settings"], "overall": ours_data["overall"]}, "rows": rows}
     return report

@@ -17,11 +17,15 @@ def engine_options(fn):
     decorators = [cli_option(ENGINE, "engine", ENGINE_HELP),
                   EngineOptions.cli_options("url", "python", "tensor_parallel_size", "args", "concurrency"),
                   BenchSettings.cli_options("compare"), EngineOptions.cli_options("strict")]
+
+    decorators.append(EngineOptions.cli_options("bin"))  # --engine-bin: llama.cpp's tools (check_llamacpp_usage)
     return functools.reduce(lambda f, decorate: decorate(f), reversed(decorators), fn)
 
 
 def engine_requested(engine: dict) -> bool:
     """True when an engine runs; options that only an engine reads are refused with our runner alone."""
+    if engine["engine"] == "ours" and engine["engine_bin"] and not engine["compare"]:
+        raise click.UsageError("--engine-bin applies to an engine: add --engine llamacpp.")
     if engine["engine"] != "ours" or engine["engine_url"] is not None or engine["compare"]:
         return True
     given = [flag for flag, value in (("--engine-python", engine["engine_python"]), ("--engine-arg",
@@ -33,6 +37,7 @@ def engine_requested(engine: dict) -> bool:
 
 
 def check_engine_usage(engine: dict, *, draft: str | None, reference_draft: str | None) -> None:
+    check_llamacpp_usage(engine)
     if reference_draft is not None and not engine["compare"]:
         raise click.UsageError("--reference-draft with an engine needs --compare: our runner then benches RAW (the "
                                "head as released) and the engine DRAFT (as converted for it).")
@@ -47,7 +52,21 @@ def check_engine_usage(engine: dict, *, draft: str | None, reference_draft: str 
         raise click.UsageError("--draft is required (except with --engine-url without --compare).")
 
 
-def engine_from(parsed: dict) -> EngineOptions:
+def check_llamacpp_usage(engine: dict) -> None:
+    """llama.cpp runs its own examples: the vLLM options mean nothing to it, and --engine-bin nothing to vLLM."""
+    if engine["engine"] == "llamacpp":
+        given = [flag for flag, value in (("--engine-url", engine["engine_url"]), ("--engine-python",
+                 engine["engine_python"]), ("--engine-arg", engine["engine_args"]), ("--tensor-parallel-size",
+                 engine["tensor_parallel_size"] != 1)) if value]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} applies to vLLM, not --engine llamacpp (its tools: "
+                                   "--engine-bin DIR).")
+    elif engine["engine_bin"]:
+        raise click.UsageError("--engine-bin applies to --engine llamacpp.")
+
+
+def engine_from(parsed: dict, name: str = "vllm") -> EngineOptions:
     """The engine options the library takes (popped from `parsed`); a shared server's other traffic is a warning on
-    stderr."""
-    return EngineOptions.from_cli(parsed, warn=lambda message: click.echo(f"warning: {message}", err=True))
+    stderr. `name`: --engine ("ours" with --compare alone means vLLM)."""
+    return EngineOptions.from_cli(parsed, warn=lambda message: click.echo(f"warning: {message}", err=True),
+                                  name="vllm" if name == "ours" else name)

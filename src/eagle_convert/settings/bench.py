@@ -81,8 +81,9 @@ class GateOptions(Declared):
                                          help="With --reference-report (default 0.05).")
 
 
-ENGINE = flag("--engine", type=click.Choice(("ours", "vllm")), default="ours", show_default=True)
-ENGINE_HELP = "Who decodes: our bundled runner, or vLLM's offline engine (in its own interpreter)."
+ENGINE = flag("--engine", type=click.Choice(("ours", "vllm", "llamacpp")), default="ours", show_default=True)
+ENGINE_HELP = ("Who decodes: our bundled runner, vLLM's offline engine (in its own interpreter), or llama.cpp b11434 "
+               "(EAGLE-3, greedy: docs/llamacpp.md).")
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,16 @@ class EngineOptions(Declared):
     strict: bool = setting(False, flag("--strict", is_flag=True), help=(
         "With --engine-url: fail (instead of warning) when other traffic moved the counters."))
     warn: Callable[[str], None] = field(default=lambda message: None, compare=False)
+    name: str = "vllm"  # --engine: "vllm" or "llamacpp"
+    bin: str | None = setting(None, flag("--engine-bin", param="engine_bin", metavar="DIR",
+                                         type=click.Path(file_okay=False)), help=(
+        "--engine llamacpp: the folder holding llama-speculative-simple, llama-simple and convert-hf-to-gguf "
+        "(default: $LLAMACPP_BIN, else the build of `make llamacpp`)."))
 
     @property
     def label(self) -> str:
+        if self.name == "llamacpp":
+            return "llama.cpp"
         return "vLLM server" if self.url else "vLLM"
 
 
