@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 from support.engine_pair import build_engine_pair
@@ -144,3 +146,15 @@ def test_a_gguf_compared_without_the_head_it_came_from_is_refused(pair, tmp_path
     args = ["bench", "-t", pair["target"], "-d", gguf, "--engine", "llamacpp", "--compare", "-q"]
     result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
     assert result.exit_code == 1 and "--reference-draft RAW" in result.output, result.output
+
+
+@pytest.mark.parametrize("text", ["-n", "-m", "-ngl"])
+def test_a_prompt_llama_simple_would_read_as_its_own_flag_is_refused(text, monkeypatch):
+    """llama-simple takes its prompt as the arguments after its flags: a prompt that IS one of them would be parsed
+    as an option (and the next argument as its value), not decoded."""
+    from eagle_convert.engines.llamacpp import LlamaCppEngine
+
+    engine = LlamaCppEngine(tools=LlamaCppTools(Path("bin"), None), target_gguf="t.gguf", vocab=None, k=3)
+    with pytest.raises(EngineError, match="own flags"):
+        engine._command(text, 4)
+    assert engine._command("-x", 4)[-1] == "-x"  # control: any other leading dash is a prompt to llama-simple

@@ -24,6 +24,7 @@ from .llamacpp_vocab import LlamaCppVocab
 
 VERSION = "b11434"
 SPEC_TOOL, PLAIN_TOOL, CONVERTER = "llama-speculative-simple", "llama-simple", "convert-hf-to-gguf"
+SIMPLE_FLAGS = ("-m", "-n", "-ngl")  # examples/simple/simple.cpp: anything else starts the prompt
 OUTTYPE = {"auto": "f32", "float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 TIMEOUT_S = 1800  # one request, or one target conversion
 
@@ -118,6 +119,9 @@ class LlamaCppEngine:
 
     def _command(self, text: str, max_new_tokens: int) -> list[str]:
         if self.draft is None:
+            if text in SIMPLE_FLAGS:  # llama-simple reads its prompt as the arguments after its own flags
+                raise EngineError(f"The prompt {text!r} is one of {PLAIN_TOOL}'s own flags, which it would read as "
+                                  "an option rather than as the prompt.", "Bench a longer prompt.")
             return [self.tools.tool(PLAIN_TOOL), "-m", str(self.target_gguf), "-n", str(max_new_tokens), text]
         # -n N stops after the round that passes N tokens; our runner stops at the round that reaches max_new_tokens
         return [self.tools.tool(SPEC_TOOL), "-m", str(self.target_gguf), "-md", str(self.draft), "--spec-type",
