@@ -3,7 +3,7 @@
 # Each import registers its layout, in this order: LAYOUTS, the generated tables and inspect's hints list them so.
 # isort: off
 from . import vllm_v0, speculators, modelopt, eagle3, sglang, eagle1, vllm, mtp_vllm, mtp_sglang, gguf  # noqa: F401
-from . import dflash_zlab, speculators_dflash  # noqa: F401
+from . import dflash_zlab, speculators_dflash, openvino  # noqa: F401
 # isort: on
 from .base import CANONICAL_NAMES, Layout, OutputContext
 from .registry import LAYOUTS, detect_layout, get_layout, output_layouts

@@ -82,6 +82,9 @@ class ConvertSettings(Declared):
     token_map: str | Path | None = setting(None, TOKEN_MAP, help=(
         "--to sglang, EAGLE-1: a hot-token map (FR-Spec; any vocab-map format), checked against the target, copied "
         "into OUT in SGLang's format and named in the serve command (--speculative-token-map)."))
+    engine_python: str | None = setting(None, flag("--engine-python", metavar="PATH"), help=(
+        "--to openvino: the interpreter with openvino and optimum-intel that exports the head to IR (default: "
+        "$OPENVINO_PYTHON, else this one)."))
     dry_run: bool = setting(False, flag("--dry-run", is_flag=True),
                             help="Print the plan and the bytes it will read; write nothing.")
     force: bool = setting(False, flag("--force", is_flag=True), help="Replace OUT if it exists.")
