@@ -71,9 +71,9 @@ def bench_settings(*, k: int = 3, max_new_tokens: int = 256, prompts=None, tempe
     `context`: `bench --context-lengths` (long documents cut to each length, `prompts` unused; report.context per
     bucket). `revision`, `token`, `offline`: how a draft repo id is read from the Hub."""
     if isinstance(engine, str):
-        if engine not in ("ours", "vllm"):
-            raise ValueError(f"engine must be 'ours', 'vllm' or EngineOptions, got {engine!r}")
-        engine = EngineOptions() if engine == "vllm" else None
+        if engine not in ("ours", "vllm", "openvino"):
+            raise ValueError(f"engine must be 'ours', 'vllm', 'openvino' or EngineOptions, got {engine!r}")
+        engine = EngineOptions(name=engine) if engine != "ours" else None
     decode = DecodeSettings(k=k, tree=tree, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                             ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts, token_map=token_map)
     gates = GateOptions(min_acceptance_length, reference_draft, reference_report, max_tau_drop)

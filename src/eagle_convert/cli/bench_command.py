@@ -71,8 +71,8 @@ def bench(target, draft, mtp_from_target, report_path, threads, as_json, quiet, 
 
         torch.set_num_threads(threads)
 
-    parsed.pop("engine")
-    engine = engine_from(parsed) if with_engine else None
+    engine_name = parsed.pop("engine")
+    engine = engine_from(parsed, engine_name) if with_engine else None
     hub = HubOptions.from_cli(parsed)
     decode = DecodeSettings.from_cli(parsed, tree=None if with_engine else tree.options())
     settings = BenchSettings.from_cli(parsed, decode=decode, gates=GateOptions.from_cli(parsed), engine=engine,

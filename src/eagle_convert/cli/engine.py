@@ -44,7 +44,8 @@ def check_engine_usage(engine: dict, *, draft: str | None, reference_draft: str 
         raise click.UsageError("--draft is required (except with --engine-url without --compare).")
 
 
-def engine_from(parsed: dict) -> EngineOptions:
-    """The engine options the library takes (popped from `parsed`); a shared server's other traffic is a warning on
-    stderr."""
-    return EngineOptions.from_cli(parsed, warn=lambda message: click.echo(f"warning: {message}", err=True))
+def engine_from(parsed: dict, name: str) -> EngineOptions:
+    """The engine options the library takes (popped from `parsed`) for --engine `name` ("ours" with --compare or
+    --engine-url: vLLM); a shared server's other traffic is a warning on stderr."""
+    return EngineOptions.from_cli(parsed, warn=lambda message: click.echo(f"warning: {message}", err=True),
+                                  name="vllm" if name == "ours" else name)

@@ -81,8 +81,9 @@ class GateOptions(Declared):
                                          help="With --reference-report (default 0.05).")
 
 
-ENGINE = flag("--engine", type=click.Choice(("ours", "vllm")), default="ours", show_default=True)
-ENGINE_HELP = "Who decodes: our bundled runner, or vLLM's offline engine (in its own interpreter)."
+ENGINE = flag("--engine", type=click.Choice(("ours", "vllm", "openvino")), default="ours", show_default=True)
+ENGINE_HELP = ("Who decodes: our bundled runner, vLLM's offline engine or OpenVINO GenAI on CPU (each in its own "
+               "interpreter).")
 
 
 @dataclass(frozen=True)
@@ -104,9 +105,12 @@ class EngineOptions(Declared):
     strict: bool = setting(False, flag("--strict", is_flag=True), help=(
         "With --engine-url: fail (instead of warning) when other traffic moved the counters."))
     warn: Callable[[str], None] = field(default=lambda message: None, compare=False)
+    name: str = "vllm"  # which engine decodes (--engine): "vllm" (offline, or the server at `url`) or "openvino"
 
     @property
     def label(self) -> str:
+        if self.name == "openvino":
+            return "OpenVINO GenAI"
         return "vLLM server" if self.url else "vLLM"
 
 
