@@ -24,8 +24,8 @@ from ..settings.common import HubOptions
 from ..targets import family_for
 from .bench_report import BenchReport
 from .inputs import BenchInputs
-from .openvino_bench import bench_openvino
 from .loop import EngineRun, counters_block, run_baseline, run_conversations
+from .openvino_bench import bench_openvino
 from .session import Session, check_lossless, open_session
 from .settings import report_settings
 

@@ -23,8 +23,8 @@ from ..settings.convert import ConvertSettings
 from ..targets.target_info import read_target
 from .derive import FoldReport
 from .execute import execute_plan
-from .openvino_export import find_openvino_python
 from .fetch import fetch_plan
+from .openvino_export import find_openvino_python
 from .plan import Plan, build_plan
 from .tensor_checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, compare_embeddings, compares_embeddings
 from .token_map_output import plan_token_map

@@ -35,7 +35,7 @@ def _imports_all(python: str) -> bool:
         return False
 
 
-def _here_has_openvino() -> bool:
+def here_has_openvino() -> bool:
     try:
         return all(importlib.util.find_spec(m) is not None for m in NEEDED)
     except ModuleNotFoundError:  # optimum itself absent: optimum.intel cannot be looked up
@@ -46,7 +46,7 @@ def find_openvino_python(engine_python: str | None = None, *, what: str = "--to 
     """The interpreter that has openvino, openvino-genai and optimum-intel (checked without importing them here)."""
     chosen = engine_python or os.environ.get(PYTHON_ENV) or None  # an empty variable is no choice
     if chosen is None:
-        if _here_has_openvino():
+        if here_has_openvino():
             return sys.executable
         raise EngineError(f"{what} needs OpenVINO and optimum-intel ({', '.join(NEEDED)}), which this interpreter "
                           f"({sys.executable}) cannot import, and neither --engine-python nor {PYTHON_ENV} names "

@@ -39,7 +39,7 @@ def counters_from_rounds(rounds: list[int], k: int) -> dict:
     """Accepted drafts per verify round -> vLLM's counters (engines/generation.py reads them back exactly)."""
     if any(not 0 <= a <= k for a in rounds):
         raise EngineError(f"OpenVINO GenAI's steps imply {max(rounds)} accepted drafts in a round of k = {k}.",
-                          "GenAI ran another number of assistant tokens than asked: check the draft IR and --engine-arg.")
+                          "GenAI ran another number of assistant tokens than asked: check the draft IR.")
     return {"num_drafts": len(rounds), "num_draft_tokens": k * len(rounds), "num_accepted_tokens": sum(rounds),
             "num_accepted_tokens_per_pos": [sum(1 for a in rounds if a > i) for i in range(k)]}
 

@@ -22,8 +22,8 @@ from ..targets.target_info import TargetInfo, read_target
 from ..vocab.check import check_map
 from ..vocab.head import head_facts
 from .gguf_output import gguf_output, tensors_of
-from .openvino_output import openvino_output, openvino_taps, openvino_tensors
 from .mtp import PROVENANCE, mtp_section
+from .openvino_output import openvino_output, openvino_taps, openvino_tensors
 from .target import describe_target, looks_like_target
 
 HALF = {"float16", "bfloat16"}
