@@ -127,3 +127,16 @@ def test_genai_s_rounds_read_as_every_engine_s_counters():
     assert stats_from_counters(3, counters).histogram == (1, 2, 1, 1)
     with pytest.raises(errors.EngineError, match="4 accepted drafts in a round of k = 3"):
         counters_from_rounds([1, 4], 3)
+
+
+def test_the_openvino_extra_pins_what_the_tier_installs():
+    """pyproject's `eagle-convert[openvino]` and scripts/engines/openvino-requirements.txt (`make openvino-env`) name
+    the same pins (torch aside: the extra leaves the CPU build to the user, as INSTALL_HINT says)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["openvino"]
+    lines = (root / "scripts" / "engines" / "openvino-requirements.txt").read_text().splitlines()
+    pinned = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+    assert sorted(extra) == sorted(p for p in pinned if not p.startswith("torch=="))

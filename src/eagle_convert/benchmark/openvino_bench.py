@@ -2,7 +2,11 @@
 and counting (engines/openvino_offline.py). The target is exported to IR by optimum-intel and the head written by
 `convert --to openvino` (its layers in GenAI's count), both in a temporary folder; a head already in IR (a folder
 with openvino_model.xml) is loaded as it is. A second, plain pipeline decodes the same ids for the baseline and the
-lossless check. `--engine-arg target_ir=DIR` reuses a target exported before (the export takes a while)."""
+lossless check. `--engine-arg target_ir=DIR` reuses a target exported before (the export takes a while).
+
+`--engine-arg hidden_layers_list=genai-default` (or a JSON list, in GenAI's count) is an experiment: the draft IR's
+rt_info replaced by GenAI's own default {2, N/2, N-3} (what it taps when the IR states nothing) or by that list, to
+measure what an untranslated head costs (docs/benchmarks.md). The report names it; a head served so is wrong."""
 
 from __future__ import annotations
 
@@ -25,7 +29,25 @@ from .loop import EngineRun, counters_block, run_baseline, run_conversations
 from .session import check_lossless, open_session
 from .settings import report_settings
 
-ENGINE_ARGS = ("target_ir",)
+ENGINE_ARGS = ("target_ir", "hidden_layers_list")
+GENAI_DEFAULT = "genai-default"
+
+
+def genai_default_taps(num_hidden_layers: int) -> list[int]:
+    """GenAI 2026.4's taps for a draft IR without hidden_layers_list: {2, N/2, N-3}, in its count (layer outputs)."""
+    return [2, num_hidden_layers // 2, num_hidden_layers - 3]
+
+
+def _taps_override(extra: dict, target_config: dict) -> list[int] | None:
+    value = extra.get("hidden_layers_list")
+    if value is None:
+        return None
+    if value == GENAI_DEFAULT:
+        return genai_default_taps(int(target_config["num_hidden_layers"]))
+    if not (isinstance(value, list) and value and all(isinstance(i, int) and not isinstance(i, bool) for i in value)):
+        raise EngineError(f"--engine-arg hidden_layers_list={value!r} is neither {GENAI_DEFAULT} nor a list of layer "
+                          "ids.", f"Pass hidden_layers_list={GENAI_DEFAULT} or e.g. hidden_layers_list=[2,15,27].")
+    return value
 
 
 def bench_openvino(inputs: BenchInputs, decode: DecodeSettings, engine: EngineOptions, *, dtype: str, baseline: bool,
@@ -37,6 +59,7 @@ def bench_openvino(inputs: BenchInputs, decode: DecodeSettings, engine: EngineOp
     if unknown or engine.tensor_parallel_size != 1:
         raise EngineError(f"--engine openvino takes no {', '.join(unknown) or '--tensor-parallel-size'}.",
                           "Its one --engine-arg is target_ir=DIR (a target exported to IR before); it runs on one CPU.")
+    retap = _taps_override(extra, inputs.target.checkpoint.config)
     python = find_openvino_python(engine.python, what="--engine openvino")
     before_run()
     dtype = "float32" if dtype == "auto" else dtype  # our runner's CPU default: an fp32 bench compares exactly
@@ -47,7 +70,7 @@ def bench_openvino(inputs: BenchInputs, decode: DecodeSettings, engine: EngineOp
         target_ir, draft_ir, conversion = _ir_inputs(inputs, Path(workdir), python, dtype, extra, drop, progress)
         precision = PRECISIONS[dtype]
         with OpenVinoOffline(python, target_ir, draft_ir, k=decode.k, precision=precision,
-                             what="OpenVINO GenAI (speculative decoding)") as pipe:
+                             what="OpenVINO GenAI (speculative decoding)", hidden_layers_list=retap) as pipe:
             announce("starting OpenVINO GenAI (speculative decoding)", enabled=progress)
             info = pipe.start()
             run = run_conversations(session, pipe, TreeShape.chain(decode.k), progress=progress,
@@ -70,7 +93,8 @@ def bench_openvino(inputs: BenchInputs, decode: DecodeSettings, engine: EngineOp
              "draft": {"given": inputs.draft_name, "served": None if conversion is None else "a temporary folder",
                        "layout": "openvino", "conversion": conversion},
              "target_ir": extra.get("target_ir") or "exported by optimum-intel in a temporary folder",
-             "genai_counters": _genai_block(run)}
+             "genai_counters": _genai_block(run),
+             **({"hidden_layers_list_override": retap} if retap is not None else {})}
     report = BenchReport(settings=settings, prompts=run.prompts, engine={
         **block, "generation_time_s": run.generation_s, "counters": counters_block(run, decode.k)})
     check_lossless(report)

@@ -66,10 +66,11 @@ def export_target_ir(python: str, target: Path, out: Path, weight_format: str) -
 class OpenVinoOffline:
     """Start with `start()`, then `generate()` prompt by prompt, and always `close()` (or use it as a context)."""
 
-    def __init__(self, python: str, target_ir: Path, draft_ir: Path | None, *, k: int, precision: str, what: str):
+    def __init__(self, python: str, target_ir: Path, draft_ir: Path | None, *, k: int, precision: str, what: str,
+                 hidden_layers_list: list[int] | None = None):
         self.python, self.what = python, what
         self.command = {"op": "start", "target": str(target_ir), "draft": str(draft_ir) if draft_ir else None,
-                        "k": k, "precision": precision}
+                        "k": k, "precision": precision, "hidden_layers_list": hidden_layers_list}
         self.k = k if draft_ir else 0
         self._dir = tempfile.TemporaryDirectory(prefix="eagle-convert-openvino-")
         self._process: EngineProcess | None = None

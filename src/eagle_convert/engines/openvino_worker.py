@@ -3,10 +3,12 @@
 
   PYTHON openvino_worker.py REPLY_FD   < one JSON command per line   (the protocol of engines/process.py)
 
-  {"op": "start", "target": TARGET_IR, "draft": DRAFT_IR | null, "k": K, "precision": "f32" | "bf16" | ...}
+  {"op": "start", "target": TARGET_IR, "draft": DRAFT_IR | null, "k": K, "precision": "f32" | "bf16" | ...,
+   "hidden_layers_list": [...] | null}
       -> {"ok": true, "version", "device": "cpu", "precision", "start_s"}   (an LLMPipeline on CPU, with draft_model
       when given; both run in `precision`, OpenVINO's INFERENCE_PRECISION_HINT: its CPU default is bf16 where the CPU
-      has it, which would not decode what an fp32 run of ours decodes)
+      has it, which would not decode what an fp32 run of ours decodes). `hidden_layers_list`: an experiment
+      (`bench --engine-arg hidden_layers_list=...`): a copy of the draft IR with that rt_info is loaded instead
   {"op": "generate", "ids": [...], "max_tokens", "temperature", "seed", "stop_token_ids": [...]}
       -> {"ok": true, "tokens": [...], "seconds", "rounds": [accepted per verify round] | null, "genai": {...} | null}
 Any failure -> {"ok": false, "error": "Type: message"} and exit 1. End of stdin -> exit 0.
@@ -34,6 +36,8 @@ class Worker:
         import openvino_genai as genai
 
         draft = command.get("draft")
+        if draft and command.get("hidden_layers_list") is not None:
+            draft = retapped(draft, command["hidden_layers_list"])
         hint = {"INFERENCE_PRECISION_HINT": command["precision"]}
         extra = {"draft_model": genai.draft_model(draft, "CPU", **hint)} if draft else {}
         self.pipe = genai.LLMPipeline(command["target"], "CPU", **extra, **hint)
@@ -81,6 +85,22 @@ class Worker:
                               "num_generated_tokens": int(metrics.get_num_generated_tokens()),
                               "main_model_steps": steps}
         return reply
+
+
+def retapped(draft: str, taps: list[int]) -> str:
+    """A copy of the draft IR folder whose rt_info hidden_layers_list is `taps` (removed with the process's tmp)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    import openvino as ov
+
+    out = Path(tempfile.mkdtemp(prefix="eagle-convert-retapped-"))
+    shutil.copytree(draft, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns("openvino_model.*"))
+    model = ov.Core().read_model(Path(draft) / "openvino_model.xml")
+    model.set_rt_info([int(i) for i in taps], "hidden_layers_list")
+    ov.save_model(model, out / "openvino_model.xml", compress_to_fp16=False)
+    return str(out)
 
 
 def main(argv: list[str]) -> int:
