@@ -56,6 +56,7 @@ def test_what_genai_cannot_run_is_refused_by_name(variants, name, tmp_path):
 @pytest.mark.parametrize("changes, message", [
     ({"norm_output": True}, "norm_output"), ({"hidden_act": "gelu"}, "SiLU"),
     ({"base_model_type": "qwen2"}, "qwen2 draft"), ({"qkv_bias": True}, "q/k/v bias"),
+    ({"aux_layer_ids": (0, 16, 29)}, "no id for the embedding output"),
 ])
 def test_flags_genai_has_no_form_for_are_refused(changes, message):
     assert re.search(message, LAYOUTS["openvino"].refusal(dataclasses.replace(_BASE, **changes), frozenset()))

@@ -10,6 +10,7 @@ INPUTS, one layer too deep), so the IR states the head's own layers, never GenAI
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
 
@@ -77,8 +78,9 @@ class OpenVino(Layout):
         target = shlex.quote(ctx.target_label)
         return (f"optimum-cli export openvino -m {target} --task text-generation-with-past TARGET_IR  # the target, "
                 f"once\npython -c 'import openvino_genai as g; pipe = g.LLMPipeline(\"TARGET_IR\", \"CPU\", "
-                f"draft_model=g.draft_model({ctx.out_label!r}, \"CPU\")); cfg = g.GenerationConfig(max_new_tokens=64, "
-                f"num_assistant_tokens={ctx.num_speculative_tokens}); print(pipe.generate(\"PROMPT\", cfg))'")
+                f"draft_model=g.draft_model({json.dumps(ctx.out_label)}, \"CPU\")); "
+                f"cfg = g.GenerationConfig(max_new_tokens=64, num_assistant_tokens={ctx.num_speculative_tokens}); "
+                f"print(pipe.generate(\"PROMPT\", cfg))'")
 
 
 def genai_inexpressible(spec: DraftSpec) -> str | None:
@@ -104,5 +106,8 @@ def genai_inexpressible(spec: DraftSpec) -> str | None:
         (spec.hidden_act != "silu", f"optimum-intel's EAGLE-3 MLP is SiLU-gated; this head uses {spec.hidden_act}"),
         (rope_type_of(spec.rope_scaling) not in ("default", "llama3", "linear", "dynamic", "yarn"),
          f"optimum-intel's EAGLE-3 RoPE has no {rope_type_of(spec.rope_scaling)} scaling"),
+        (aux == 3 and min(spec.aux_layer_ids) < 1,
+         f"GenAI counts a tap as the output of a layer, so it has no id for the embedding output this head taps "
+         f"(layers {list(spec.aux_layer_ids)}, the input of layer 0 would be -1)"),
     ]
     return next((why for refused, why in reasons if refused), None)
