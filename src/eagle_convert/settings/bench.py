@@ -95,7 +95,8 @@ class EngineOptions(Declared):
         "/metrics)."))
     python: str | None = setting(None, flag("--engine-python", param="engine_python", metavar="PATH",
                                             type=click.Path(dir_okay=False)), help=(
-        "The interpreter that has vllm (default: this one if it can import vllm, else $EAGLE_CONVERT_VLLM_PYTHON)."))
+        "The interpreter that has vllm (default: this one if it can import vllm, else $EAGLE_CONVERT_VLLM_PYTHON); "
+        "with --engine openvino, the one that has openvino-genai and optimum-intel (default: $OPENVINO_PYTHON)."))
     tensor_parallel_size: int = setting(1, flag("--tensor-parallel-size", type=click.IntRange(1), default=1,
                                                 show_default=True),
                                         help="vLLM's tensor_parallel_size (--engine vllm).")
