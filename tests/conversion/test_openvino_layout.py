@@ -141,3 +141,24 @@ def test_the_openvino_extra_pins_what_the_tier_installs():
     lines = (root / "scripts" / "engines" / "openvino-requirements.txt").read_text().splitlines()
     pinned = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
     assert sorted(extra) == sorted(p for p in pinned if not p.startswith("torch=="))
+
+
+def test_genai_s_default_taps_are_one_layer_deeper_than_the_eagle_reference_s():
+    from eagle_convert.benchmark.openvino_bench import genai_default_taps
+    from eagle_convert.spec import default_aux_layer_ids
+
+    # SmolLM2-135M's 30 layers: GenAI taps the outputs of 2, 15, 27 = the inputs of 3, 16, 28
+    assert genai_default_taps(30) == [2, 15, 27] == list(default_aux_layer_ids(30))
+    assert LAYOUTS["openvino"].ir_export(dataclasses.replace(_BASE, aux_layer_ids=(2, 15, 27)), _ctx()).rt_info[
+        "hidden_layers_list"] == [1, 14, 26]
+
+
+def _ctx():
+    from eagle_convert.layouts.base import OutputContext
+
+    return OutputContext(target_label="t", target_config={}, out_label="o", dtype_name="bfloat16")
+
+
+def test_bfloat16_is_exported_as_fp16_and_said():
+    export = LAYOUTS["openvino"].ir_export(_BASE, _ctx())
+    assert export.weight_format == "fp16" and "no bfloat16" in export.notes[0]
