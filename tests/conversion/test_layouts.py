@@ -54,7 +54,8 @@ def test_registry_is_the_single_list(monkeypatch):
     # what engines/prepare.py serves as is (the DFlash layouts: vLLM `method: dflash`)
     assert served_as_stored("vllm") == ["vllm", "speculators", "dflash", "speculators-dflash", "new-layout"]
     header = variant_markdown_table().splitlines()[0]  # the README variant table's columns, in output_order
-    assert header == "| variant | `--to vllm` | `--to new-layout` | `--to speculators` | `--to sglang` | `--to gguf` |"
+    assert header == ("| variant | `--to vllm` | `--to new-layout` | `--to speculators` | `--to sglang` | `--to gguf` "
+                      "| `--to openvino` |")
     monkeypatch.delitem(LAYOUTS, _NewLayout.name)
     assert "new-layout" not in variant_markdown_table()  # negative control: the column came from the registry
 

@@ -87,8 +87,11 @@ def test_bench_without_the_tools_is_one_paragraph_and_exit_1(pair, tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--engine", "llamacpp", "--engine-arg", "x=1"], "--engine-arg applies to vLLM"),
-    (["--engine", "vllm", "--engine-bin", "."], "--engine-bin applies to --engine llamacpp"),
+    (["--engine", "llamacpp", "--engine-arg", "x=1"], "--engine-arg does not apply to --engine llamacpp"),
+    (["--engine", "vllm", "--engine-bin", "."], "--engine-bin does not apply to --engine vllm"),
+    (["--engine", "llamacpp", "--concurrency", "2"], "--concurrency does not apply to --engine llamacpp"),
+    (["--engine", "openvino", "--engine-url", "http://x"], "--engine-url does not apply to --engine openvino"),
+    (["--engine", "openvino", "--tensor-parallel-size", "2"], "--tensor-parallel-size does not apply"),
     (["--engine-bin", "."], "--engine-bin applies to an engine: add --engine llamacpp"),
 ])
 def test_options_of_another_engine_are_usage_errors(pair, args, message):

@@ -34,6 +34,8 @@ WRITTEN = {
     "speculators": {(AUX_IDS,): [2, 6, 9], ("transformer_layer_config", "eagle_config", AUX_IDS): [2, 6, 9]},
     "sglang": {("eagle_config", AUX_IDS): OUTPUTS},
     "gguf": {("eagle3.target_layers",): ["ARRAY[INT32]", [2, 6, 9]]},  # GGUF metadata: [type, value]
+    # the config optimum-intel exports from (vLLM's count); what GenAI reads is the IR's rt_info (test below)
+    "openvino": {(AUX_IDS,): [2, 6, 9], ("eagle_config", AUX_IDS): [2, 6, 9]},
 }
 
 
@@ -106,6 +108,12 @@ def test_each_layout_writes_each_store_in_its_count_and_reads_it_back(heads, nam
     assert (AUX_IDS in config) == ((AUX_IDS,) in WRITTEN[name])  # SGLang: one place, one convention
     if LAYOUTS[name].readable:  # GGUF is written only (the llama.cpp tier runs it)
         assert read_back(LAYOUTS[name], head, config)[0] == INTERNAL
+
+
+def test_the_openvino_ir_states_genai_s_count_in_its_rt_info(heads):
+    head = load(heads / "stated", heads / "target")
+    ctx = OutputContext(target_label="t", target_config={}, out_label="o", dtype_name="float32")
+    assert LAYOUTS["openvino"].ir_export(head.spec, ctx).rt_info["hidden_layers_list"] == OUTPUTS
 
 
 class ForgotToTranslate(SGLang):

@@ -26,6 +26,7 @@ from ..targets import family_for
 from .bench_report import BenchReport
 from .inputs import BenchInputs
 from .loop import EngineRun, counters_block, run_baseline, run_conversations
+from .openvino_bench import bench_openvino
 from .session import Session, check_lossless, open_session
 from .settings import report_settings
 
@@ -76,6 +77,9 @@ def bench_engine(target: str, draft: str | None, decode: DecodeSettings, engine:
         return bench_llamacpp_engine(inputs, decode, engine, dtype=dtype, baseline=baseline, progress=progress,
                                      before_run=before_run)
     extra = parse_engine_args(engine.args)
+    if engine.name == "openvino":  # its own interpreter, IR inputs and counters (openvino_bench.py)
+        return bench_openvino(inputs, decode, engine, dtype=dtype, baseline=baseline, progress=progress,
+                              drop=tuple(drop), before_run=before_run, extra=extra)
     python = find_python(engine.python) if engine.url is None else None  # before any other work: the usual problem
     before_run()
     session = open_session(target, decode.prompts, chat_template=decode.chat_template, ignore_eos=decode.ignore_eos)

@@ -72,8 +72,8 @@ def bench_settings(*, k: int = 3, max_new_tokens: int = 256, prompts=None, tempe
     `context`: `bench --context-lengths` (long documents cut to each length, `prompts` unused; report.context per
     bucket). `revision`, `token`, `offline`: how a draft repo id is read from the Hub."""
     if isinstance(engine, str):
-        if engine not in ("ours", "vllm", "llamacpp"):
-            raise ValueError(f"engine must be 'ours', 'vllm', 'llamacpp' or EngineOptions, got {engine!r}")
+        if engine not in ("ours", "vllm", "llamacpp", "openvino"):
+            raise ValueError(f"engine must be 'ours', 'vllm', 'llamacpp', 'openvino' or EngineOptions, got {engine!r}")
         engine = None if engine == "ours" else EngineOptions(name=engine)
     decode = DecodeSettings(k=k, tree=tree, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                             ignore_eos=ignore_eos, chat_template=chat_template, prompts=prompts, token_map=token_map)

@@ -18,7 +18,7 @@ def engine_options(fn):
                   EngineOptions.cli_options("url", "python", "tensor_parallel_size", "args", "concurrency"),
                   BenchSettings.cli_options("compare"), EngineOptions.cli_options("strict")]
 
-    decorators.append(EngineOptions.cli_options("bin"))  # --engine-bin: llama.cpp's tools (check_llamacpp_usage)
+    decorators.append(EngineOptions.cli_options("bin"))  # --engine-bin: llama.cpp's tools (check_engine_flags)
     return functools.reduce(lambda f, decorate: decorate(f), reversed(decorators), fn)
 
 
@@ -37,7 +37,7 @@ def engine_requested(engine: dict) -> bool:
 
 
 def check_engine_usage(engine: dict, *, draft: str | None, reference_draft: str | None) -> None:
-    check_llamacpp_usage(engine)
+    check_engine_flags(engine)
     if reference_draft is not None and not engine["compare"]:
         raise click.UsageError("--reference-draft with an engine needs --compare: our runner then benches RAW (the "
                                "head as released) and the engine DRAFT (as converted for it).")
@@ -52,17 +52,25 @@ def check_engine_usage(engine: dict, *, draft: str | None, reference_draft: str 
         raise click.UsageError("--draft is required (except with --engine-url without --compare).")
 
 
-def check_llamacpp_usage(engine: dict) -> None:
-    """llama.cpp runs its own examples: the vLLM options mean nothing to it, and --engine-bin nothing to vLLM."""
-    if engine["engine"] == "llamacpp":
-        given = [flag for flag, value in (("--engine-url", engine["engine_url"]), ("--engine-python",
-                 engine["engine_python"]), ("--engine-arg", engine["engine_args"]), ("--tensor-parallel-size",
-                 engine["tensor_parallel_size"] != 1)) if value]
-        if given:
-            raise click.UsageError(f"{', '.join(given)} applies to vLLM, not --engine llamacpp (its tools: "
-                                   "--engine-bin DIR).")
-    elif engine["engine_bin"]:
-        raise click.UsageError("--engine-bin applies to --engine llamacpp.")
+# The engine options each engine reads (the rest are refused by name): vLLM's are LLM(...) and server options,
+# llama.cpp runs its own examples from --engine-bin, OpenVINO GenAI runs in its interpreter with --engine-arg.
+ENGINE_FLAGS = {"vllm": ("--engine-url", "--engine-python", "--engine-arg", "--tensor-parallel-size",
+                         "--concurrency", "--strict"),
+                "llamacpp": ("--engine-bin",),
+                "openvino": ("--engine-python", "--engine-arg")}
+
+
+def check_engine_flags(engine: dict) -> None:
+    """Options another engine reads are a usage error, never silently ignored."""
+    name = "vllm" if engine["engine"] == "ours" else engine["engine"]  # --compare / --engine-url alone: vLLM
+    given = {"--engine-url": engine["engine_url"] is not None, "--engine-python": engine["engine_python"],
+             "--engine-arg": engine["engine_args"], "--tensor-parallel-size": engine["tensor_parallel_size"] != 1,
+             "--concurrency": engine["concurrency"] != 1, "--strict": engine["strict"],
+             "--engine-bin": engine["engine_bin"]}
+    foreign = [flag for flag, value in given.items() if value and flag not in ENGINE_FLAGS[name]]
+    if foreign:
+        takes = ", ".join(ENGINE_FLAGS[name])
+        raise click.UsageError(f"{', '.join(foreign)} does not apply to --engine {name} (it takes {takes}).")
 
 
 def engine_from(parsed: dict, name: str = "vllm") -> EngineOptions:

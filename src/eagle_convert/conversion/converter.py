@@ -24,6 +24,7 @@ from ..targets.target_info import read_target
 from .derive import FoldReport
 from .execute import execute_plan
 from .fetch import fetch_plan
+from .openvino_export import find_openvino_python
 from .plan import Plan, build_plan
 from .target_gguf import target_vocabulary
 from .tensor_checks import EMBED_SAMPLE_ROWS, check_head_vocab_map, compare_embeddings, compares_embeddings
@@ -168,9 +169,11 @@ def convert(draft: str | InputRef, target: str | InputRef, out: str | Path | Non
         difference = check.get("message") or (f"max |diff| {check['max_abs_diff']:g} on {check['rows_compared']} "
                                               "sampled rows")
         raise UnsupportedConversionError(rule.refusal.format(difference=difference), rule.hint)
+    # the OpenVINO interpreter is found before anything is written (the usual problem of --to openvino)
+    ir_python = find_openvino_python(s.engine_python) if plan.ir_export else None
     result.notes += remove_stale_staging(Path(out))
     execute_plan(plan, {"draft": head.checkpoint, "target": target_info.checkpoint}, Path(out), force,
-                 parse_size(s.max_shard_size), result, progress, s.allow_nonfinite, token_map=hot)
+                 parse_size(s.max_shard_size), result, progress, s.allow_nonfinite, token_map=hot, ir_python=ir_python)
     return result
 
 

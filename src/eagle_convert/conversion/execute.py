@@ -26,6 +26,7 @@ from ..targets.quant import dequantize_fp8
 from . import finite
 from .derive import fold_fc_bias
 from .modelcard import model_card
+from .openvino_export import export_ir
 from .plan import DEQUANT, FOLD, GATHER, ZEROS, Plan, PlannedTensor
 from .token_map_output import TokenMapOutput, write_token_map
 
@@ -45,9 +46,10 @@ if TYPE_CHECKING:  # what a result needs here: ConversionResult (converter.py) a
 
 def execute_plan(plan: Plan, checkpoints: dict[str, Checkpoint], out: Path, force: bool, max_shard: int,
                  result: Executed, progress: bool, allow_nonfinite: bool = False,
-                 token_map: TokenMapOutput | None = None) -> None:
+                 token_map: TokenMapOutput | None = None, ir_python: str | None = None) -> None:
     """Write `plan` into `out`, reading each tensor's sources from `checkpoints` (origin -> checkpoint: "draft",
-    "target"), and fill in `result` (files, provenance, NaN/Inf counts, where it went)."""
+    "target"), and fill in `result` (files, provenance, NaN/Inf counts, where it went). `ir_python`: the interpreter
+    that exports a plan with `ir_export` to OpenVINO IR (conversion/openvino_export.py)."""
     by_name = {t.name: t for t in plan.tensors}
     nonfinite: dict[str, int] = {}  # NaN/Inf values each tensor's sources held (finite.judge raises for the rest)
     provenance: dict[str, dict] = {}
@@ -96,6 +98,7 @@ def execute_plan(plan: Plan, checkpoints: dict[str, Checkpoint], out: Path, forc
             provenance[name]["nonfinite"] = count
         if not plan.gguf_file:  # a GGUF file holds its metadata itself
             _write_beside(plan, checkpoints, staging, files)
+        exported = export_ir(staging, plan.ir_export, ir_python) if plan.ir_export else None
         if token_map is not None:
             result.token_map = write_token_map(token_map, staging)
         result.provenance = {
@@ -106,6 +109,7 @@ def execute_plan(plan: Plan, checkpoints: dict[str, Checkpoint], out: Path, forc
             "nonfinite": result.nonfinite,  # --allow-nonfinite: NaN/Inf values written as the sources hold them
             "tensors": {t.name: provenance[t.name] for t in plan.tensors},  # plan order, whichever writer was first
             **({"token_map": result.token_map} if token_map is not None else {}),
+            **({"ir_export": {**plan.ir_export.to_dict(), **exported}} if exported else {}),
             **plan.record,
         }
         write_json(staging / "eagle_convert.json", result.provenance)

@@ -87,6 +87,7 @@ class Plan:
     record: dict = field(default_factory=dict)  # sections of its own in eagle_convert.json (MTP: the layers found)
     model_card: bool = True  # a README.md beside the head (not for the target's own MTP layers)
     gguf_file: str | None = None  # one GGUF file (metadata: `config`) instead of safetensors and config.json
+    ir_export: object | None = None  # layouts/openvino.IrExport: the written head then exported to OpenVINO IR
 
     def bytes_read(self) -> dict[str, int]:
         """Bytes of tensor data read from each input (a tensor read twice counts once)."""
@@ -112,6 +113,7 @@ class Plan:
             "warnings": list(self.warnings),
             "bytes_to_read": self.bytes_read(),
             "serve_command": self.serve_command,
+            **({"ir_export": self.ir_export.to_dict()} if self.ir_export else {}),
         }
 
 
@@ -182,9 +184,12 @@ def build_plan(head: DraftHead, target: TargetInfo, *, to: str, dtype: str = "au
                         num_speculative_tokens=num_speculative_tokens, token_map=token_map,
                         target_vocabulary=target_vocabulary)
     warnings += layout.output_warnings(spec, ctx)
+    ir_export = layout.ir_export(spec, ctx)
+    warnings += list(ir_export.notes) if ir_export else []
     return Plan(layout=to, spec=spec, config=layout.output_config(spec, ctx), tensors=tuple(tensors),
                 dropped=tuple(dropped), notes=tuple(notes), serve_command=layout.serve_command(spec, ctx),
-                dtype_name=dtype_name, warnings=tuple(warnings), gguf_file=layout.gguf_file_for(spec))
+                dtype_name=dtype_name, warnings=tuple(warnings), gguf_file=layout.gguf_file_for(spec),
+                ir_export=ir_export)
 
 
 def _cast_dtype(ref_dtype: torch.dtype, out_dtype: torch.dtype) -> torch.dtype:

@@ -7,6 +7,8 @@ offline, `--engine-url URL` for a running server), each an engine of the one ben
   vllm_offline.py  the vLLM interpreter, the LLM(...) arguments; vllm_worker.py runs inside it (vllm only)
   process.py       the engine subprocess: bounded waits, its root-cause line, always ended with its children
   vllm_server.py   an OpenAI-compatible vLLM server: /v1/completions and the Prometheus spec-decode counters
+  openvino_offline.py  OpenVINO GenAI's LLMPipeline in its interpreter, its per-step counts read as counters;
+                   openvino_worker.py runs inside it (openvino-genai only)
 
 The orchestration (benchmark/engine_bench.py), the report and --compare (benchmark/compare.py) live in benchmark/.
 """

@@ -23,6 +23,7 @@ from ..vocab.check import check_map
 from ..vocab.head import head_facts
 from .gguf_output import gguf_head, gguf_output, tensors_of, vocabulary_problems
 from .mtp import PROVENANCE, mtp_section
+from .openvino_output import openvino_output, openvino_taps, openvino_tensors
 from .target import describe_target, looks_like_target
 
 HALF = {"float16", "bfloat16"}
@@ -74,6 +75,9 @@ def inspect(path: str, target: str | None = None, *, drop: tuple[str, ...] = (),
     provenance = gguf_output(path)  # a llama.cpp draft GGUF convert wrote: no config.json to read
     if provenance is not None:
         return _gguf_report(str(path), provenance)
+    provenance = openvino_output(path)  # an OpenVINO IR convert wrote: no safetensors to read
+    if provenance is not None:
+        return _openvino_report(str(path), provenance)
     # PATH may itself be a target saved per rank; --target-pattern names the target's files, PATH's without --target.
     ref = open_input(path, revision=revision, token=token, offline=offline, role="draft", ranges=True, ranked=True,
                      pattern=None if target else target_pattern)
@@ -128,6 +132,14 @@ def _gguf_report(path: str, provenance: dict) -> InspectReport:
                          layout_reason=f"written by eagle-convert ({PROVENANCE}) as {layout.summary}",
                          tensors=tensors_of(provenance, file_name), notes=list(provenance.get("notes") or []),
                          problems=[Problem(*p) for p in vocabulary_problems(path, file_name, kind)])
+
+
+def _openvino_report(path: str, provenance: dict) -> InspectReport:
+    layout = LAYOUTS["openvino"]
+    return InspectReport(path=path, layout=layout.name, kind=layout.kinds[0], config={},
+                         layout_reason=f"written by eagle-convert ({PROVENANCE}) as {layout.summary}",
+                         tensors=openvino_tensors(provenance), notes=list(provenance.get("notes") or []),
+                         taps=openvino_taps(provenance))
 
 
 def _vocab_findings(report: InspectReport, head: DraftHead, target: TargetInfo | None) -> None:

@@ -4,7 +4,7 @@
 # isort: off
 from . import vllm_v0, speculators, modelopt, eagle3, sglang, eagle1, vllm, mtp_vllm, mtp_sglang  # noqa: F401
 from . import gguf_dflash  # noqa: F401  (registers `gguf`: EAGLE-3 from gguf.py, DFlash)
-from . import dflash_zlab, speculators_dflash  # noqa: F401
+from . import dflash_zlab, speculators_dflash, openvino  # noqa: F401
 # isort: on
 from .base import CANONICAL_NAMES, Layout, OutputContext
 from .registry import LAYOUTS, detect_layout, get_layout, output_layouts

@@ -169,6 +169,11 @@ class Layout:
         """What the user must do before an engine runs this output (said after the conversion, and in --json)."""
         return ()
 
+    def ir_export(self, spec: DraftSpec, ctx: OutputContext):
+        """How the written head is then exported to another format inside the staging folder (openvino.IrExport:
+        OpenVINO IR, by optimum-intel in its own interpreter), or None: the tensors written are the output."""
+        return None
+
     def serve_command(self, spec: DraftSpec, ctx: OutputContext) -> str:
         """The command that serves the output. It always names the method: without one, vLLM (0.33) guesses it from
         the draft folder's name ("eagle3" in the path), so a folder named after another kind would misroute."""

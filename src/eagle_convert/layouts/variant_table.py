@@ -23,30 +23,35 @@ _BASE = DraftSpec(kind=EAGLE3, hidden_size=4096, num_attention_heads=32, num_key
 # numbers without it), so only R shows the flag is honoured. L = tests/engines/test_gguf_llamacpp.py (real llama.cpp
 # b11434: the file's keys and tensors equal llama.cpp's own converter's, accepted tokens equal per prompt, lossless);
 # O = tests/conversion/test_gguf_layout.py (every key and tensor written, read back with an independent parser).
+# P = tests/conversion/test_openvino_layout.py (the plan: names, rt_info; refusals by name); G =
+# tests/engines/test_bench_openvino.py (real OpenVINO GenAI 2026.4.1: counters equal bench's per prompt, lossless).
 VARIANTS = [
-    ("EAGLE-3 (SafeAILab / SpecForge)", {}, {"vllm": "R V", "speculators": "R V", "sglang": "R S", "gguf": "O L"}),
+    ("EAGLE-3 (SafeAILab / SpecForge)", {}, {"vllm": "R V", "speculators": "R V", "sglang": "R S", "gguf": "O L",
+                                           "openvino": "P G"}),
     ("norm_before_fc (`input_norm.weight`)", {"norm_before_fc": True},
-     {"vllm": "R V", "speculators": "R", "sglang": "R S"}),
+     {"vllm": "R V", "speculators": "R", "sglang": "R S", "openvino": "P"}),
     ("EAGLE 3.1: `fc_norm.{i}` + norm_output", {"fc_norm": True, "norm_output": True},
-     {"vllm": "R V, norm_output V*", "speculators": "R", "sglang": "R S", "gguf": "O"}),
+     {"vllm": "R V, norm_output V*", "speculators": "R", "sglang": "R S", "gguf": "O", "openvino": "P"}),
     # SpecForge's norm_output (logits through norm, pre-norm state fed back) is the engines' false: read so
     # (formats/eagle3.py specforge_norm_output), so the head written is the plain-fed-back one; its false is refused.
     ("SpecForge EAGLE 3.1: `fc_norm.{i}`, `norm_output: true` in SpecForge's meaning (written false)",
-     {"fc_norm": True}, {"vllm": "R", "speculators": "R", "sglang": "R", "gguf": "O"}),
+     {"fc_norm": True}, {"vllm": "R", "speculators": "R", "sglang": "R", "gguf": "O", "openvino": "P"}),
     ("4 aux states (gpt-oss heads)", {"num_aux_states": 4, "aux_layer_ids": (2, 10, 18, 29)},
-     {"vllm": "R V", "speculators": "R", "sglang": "R S", "gguf": "O"}),
+     {"vllm": "R V", "speculators": "R", "sglang": "R S", "gguf": "O", "openvino": "P"}),
     ("use_aux_hidden_state: false (no fc)", {"num_aux_states": 0, "aux_layer_ids": ()},
-     {"vllm": "R V", "speculators": "R", "sglang": "R S", "gguf": "O"}),
-    ("norm_before_residual: true", {"norm_before_residual": True}, {"vllm": "R V*", "speculators": "R", "sglang": "R"}),
+     {"vllm": "R V", "speculators": "R", "sglang": "R S", "gguf": "O", "openvino": "P"}),
+    ("norm_before_residual: true", {"norm_before_residual": True},
+     {"vllm": "R V*", "speculators": "R", "sglang": "R", "openvino": "P"}),
     ("target_hidden_size != hidden_size", {"target_hidden_size": 5120},
      {"vllm": "R", "speculators": "R", "sglang": "R S"}),
-    ("2 decoder layers", {"num_layers": 2}, {"vllm": "R V", "speculators": "R", "sglang": "R S", "gguf": "O"}),
+    ("2 decoder layers", {"num_layers": 2},
+     {"vllm": "R V", "speculators": "R", "sglang": "R S", "gguf": "O", "openvino": "P"}),
     ("Qwen3 draft (q_norm / k_norm)", {"qk_norm": True, "base_model_type": "qwen3"},
-     {"vllm": "R V", "speculators": "R", "sglang": "R", "gguf": "O"}),
+     {"vllm": "R V", "speculators": "R", "sglang": "R", "gguf": "O", "openvino": "P"}),
     ("draft_vocab_size: null, no lm_head", {"lm_head_from_target": True, "draft_vocab_size": 128256},
      {"vllm": "R", "speculators": "R", "sglang": "R S"}),
     ("fc bias (`fc.bias`, config `bias`)", {"fc_bias": True},
-     {"vllm": "R", "speculators": "R", "sglang": "R", "gguf": "O"}),
+     {"vllm": "R", "speculators": "R", "sglang": "R", "gguf": "O", "openvino": "P"}),
 ]
 
 

@@ -81,9 +81,10 @@ class GateOptions(Declared):
                                          help="With --reference-report (default 0.05).")
 
 
-ENGINE = flag("--engine", type=click.Choice(("ours", "vllm", "llamacpp")), default="ours", show_default=True)
-ENGINE_HELP = ("Who decodes: our bundled runner, vLLM's offline engine (in its own interpreter), or llama.cpp b11434 "
-               "(EAGLE-3, greedy: docs/llamacpp.md).")
+ENGINE = flag("--engine", type=click.Choice(("ours", "vllm", "llamacpp", "openvino")), default="ours",
+              show_default=True)
+ENGINE_HELP = ("Who decodes: our bundled runner, vLLM's offline engine or OpenVINO GenAI on CPU (each in its own "
+               "interpreter), or llama.cpp b11434 (EAGLE-3, greedy: docs/llamacpp.md).")
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ class EngineOptions(Declared):
         "/metrics)."))
     python: str | None = setting(None, flag("--engine-python", param="engine_python", metavar="PATH",
                                             type=click.Path(dir_okay=False)), help=(
-        "The interpreter that has vllm (default: this one if it can import vllm, else $EAGLE_CONVERT_VLLM_PYTHON)."))
+        "The interpreter that has vllm (default: this one if it can import vllm, else $EAGLE_CONVERT_VLLM_PYTHON); "
+        "with --engine openvino, the one that has openvino-genai and optimum-intel (default: $OPENVINO_PYTHON)."))
     tensor_parallel_size: int = setting(1, flag("--tensor-parallel-size", type=click.IntRange(1), default=1,
                                                 show_default=True),
                                         help="vLLM's tensor_parallel_size (--engine vllm).")
@@ -108,7 +110,7 @@ class EngineOptions(Declared):
     strict: bool = setting(False, flag("--strict", is_flag=True), help=(
         "With --engine-url: fail (instead of warning) when other traffic moved the counters."))
     warn: Callable[[str], None] = field(default=lambda message: None, compare=False)
-    name: str = "vllm"  # --engine: "vllm" or "llamacpp"
+    name: str = "vllm"  # --engine: "vllm" (offline, or the server at `url`), "llamacpp" or "openvino"
     bin: str | None = setting(None, flag("--engine-bin", param="engine_bin", metavar="DIR",
                                          type=click.Path(file_okay=False)), help=(
         "--engine llamacpp: the folder holding llama-speculative-simple, llama-simple and convert-hf-to-gguf "
@@ -118,6 +120,8 @@ class EngineOptions(Declared):
     def label(self) -> str:
         if self.name == "llamacpp":
             return "llama.cpp"
+        if self.name == "openvino":
+            return "OpenVINO GenAI"
         return "vLLM server" if self.url else "vLLM"
 
 

@@ -86,6 +86,9 @@ class ConvertSettings(Declared):
                                                          metavar="FILE"), help=(
         "--to gguf, DFlash heads: the target's own GGUF (the file llama.cpp serves with -m), checked to be --target's; "
         "its tokenizer.* keys are copied into the draft, which llama.cpp cannot run without them."))
+    engine_python: str | None = setting(None, flag("--engine-python", metavar="PATH"), help=(
+        "--to openvino: the interpreter with openvino and optimum-intel that exports the head to IR (default: "
+        "$OPENVINO_PYTHON, else this one)."))
     dry_run: bool = setting(False, flag("--dry-run", is_flag=True),
                             help="Print the plan and the bytes it will read; write nothing.")
     force: bool = setting(False, flag("--force", is_flag=True), help="Replace OUT if it exists.")
