@@ -3,8 +3,9 @@
     make fuzz [FUZZ_N=1000] [FUZZ_SEED=0] [FUZZ_ONLY=RUN]     (tests/conversion/test_fuzz.py, marker `fuzz`)
 
 Builds tiny checkpoints (src/eagle_convert/testing/tiny.py: a sharded safetensors target, an EAGLE-1 `.bin` head with
-an fc bias, an EAGLE-3 safetensors head) and three conversions of them (EAGLE-3 -> vllm, EAGLE-1 -> vllm-v0,
-EAGLE-1 -> vllm with --fc-bias fold), converts each once as a reference, then per run copies one conversion's
+an fc bias, an EAGLE-3 safetensors head, the same EAGLE-3 head with llama3 RoPE scaling) and five conversions of them
+(EAGLE-3 -> vllm, EAGLE-1 -> vllm-v0, EAGLE-1 -> vllm with --fc-bias fold, both EAGLE-3 heads -> gguf:
+support/fuzz_gguf.py reads the GGUF back), converts each once as a reference, then per run copies one conversion's
 inputs, damages one file (support/fuzz_mutations.py: safetensors headers, entries, lengths, nesting,
 metadata, data bits, NaN/Inf, truncation; pickles; config and index JSON; missing and extra files) and runs the
 CLI in a forked child bounded in time and address space (support/fuzz_bounded.py), with --allow-nonfinite on some
@@ -36,6 +37,7 @@ from safetensors.torch import load_file
 
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 from support.fuzz_bounded import Outcome, run_cli
+from support.fuzz_gguf import ROPE_FREQS, gguf_rewritten, read_gguf_output, with_llama3_copy
 from support.fuzz_mutations import Mutation, mutate
 
 
@@ -47,7 +49,9 @@ class Case:
 
 
 CASES = (Case("eagle3-vllm", "eagle3", ("--to", "vllm")), Case("eagle1-vllm-v0", "eagle1", ("--to", "vllm-v0")),
-         Case("eagle1-fold", "eagle1", ("--to", "vllm", "--fc-bias", "fold")))
+         Case("eagle1-fold", "eagle1", ("--to", "vllm", "--fc-bias", "fold")),
+         Case("eagle3-gguf", "eagle3", ("--to", "gguf")),
+         Case("eagle3-llama3-gguf", "eagle3-llama3", ("--to", "gguf", "--allow-rope-mismatch")))
 
 
 def build_fixtures(root: Path) -> None:
@@ -55,6 +59,7 @@ def build_fixtures(root: Path) -> None:
     tensors = make_target(root / "target", cfg, shards=2)
     make_eagle1_head(root / "eagle1", cfg, tensors)  # pytorch_model.bin, fc bias
     make_eagle3_head(root / "eagle3", cfg, tensors)
+    with_llama3_copy(root / "eagle3", root / "eagle3-llama3")
 
 
 def convert(draft: Path, target: Path, out: Path, case: Case, allow: bool) -> Outcome:
@@ -84,6 +89,8 @@ def same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def read_output(out: Path) -> dict[str, torch.Tensor]:
+    if list(out.glob("*.gguf")):
+        return read_gguf_output(out)
     tensors = {}
     for f in sorted(out.glob("*.safetensors")):
         tensors.update(load_file(f))
@@ -124,6 +131,11 @@ def check_output(out: Path, mutation: Mutation, reference: dict[str, torch.Tenso
                 return f"{name} converted from {src['file']}, which its own loader refuses ({exc})"
             if not same(written[name], expected.to(written[name].dtype)):
                 return f"{name} differs from {src['file']}:{src['name']} as safetensors/torch read it"
+        elif (rewritten := gguf_rewritten(how, sources)) is not None:
+            if not same(written[name], rewritten(load_source, written[name].dtype)):
+                return f"{name} differs from its source, rewritten as provenance says ({how})"
+        elif name == ROPE_FREQS and changed and changed.endswith("config.json"):
+            continue  # computed from the draft's (damaged) rope_scaling: fuzz_gguf.py checks it is finite
         elif changed not in {s["file"] for s in sources} or not mutation.touched:
             if name in reference and not same(written[name], reference[name]):
                 return f"{name} ({how}) differs from the reference conversion"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
+
 from support.engine_pair import HIDDEN, build_engine_pair
 
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
