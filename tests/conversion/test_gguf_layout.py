@@ -182,7 +182,7 @@ def test_what_llamacpp_cannot_run_is_refused_by_name(variants, name, tmp_path):
 
 @pytest.mark.parametrize("changes, message", [
     ({"norm_output": True}, "no norm_output"),
-    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "RoPE scaling \\(llama3\\)"),
+    ({"rope_scaling": {"rope_type": "dynamic", "factor": 8.0}}, "dynamic NTK"),
     ({"hidden_act": "gelu"}, "SiLU"),
 ])
 def test_flags_without_a_gguf_form_are_refused(changes, message):

@@ -16,7 +16,7 @@ from eagle_convert.io.gguf_file import read_gguf
 from eagle_convert.layouts.gguf import absolute_d2t, llama_permute
 
 ROPE_FREQS = "rope_freqs.weight"
-# Llama 3.1's scaling with a short original context, so the rope_freqs tensor holds all three kinds of divisor
+# Llama 3.1's scaling with a short original context, so that most rope_freqs divisors differ from 1
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 16}
 _PERMUTED = re.compile(r"llama\.cpp's RoPE row order \((\d+) heads\)$")

@@ -141,7 +141,8 @@ def convert(draft: str | InputRef, target: str | InputRef, out: str | Path | Non
                               lm_head_from=weights_in, token_map=hot.describe() if hot else None)
     positions.written = written_positions(plan.config) if not plan.gguf_file else {
         **get_layout(to).flat_config(plan.config),
-        "why": "GGUF eagle3.context_length and eagle3.rope.freq_base (a head with RoPE scaling is refused)"}
+        "why": "GGUF eagle3.context_length and eagle3.rope.freq_base, and the head's RoPE scaling as llama.cpp's "
+               "converter writes it (llama3: the rope_freqs.weight tensor; linear, YaRN: eagle3.rope.scaling.*)"}
     # What still holds for the output (a limit convert raised, a key it mirrored, no longer): what the CLI warns of.
     after = check_positions(get_layout(to).flat_config(plan.config), target_info.config,
                             PositionOptions(max_model_len, allow_rope_mismatch))
