@@ -24,6 +24,22 @@ def test_the_fuzzer_catches_a_converter_that_trusts_headers(tmp_path, monkeypatc
     assert summary["failures"], "header mutations went unnoticed without the header check"
 
 
+def test_a_short_gguf_fuzz_run_finds_nothing(tmp_path):
+    """Damaged EAGLE-3 heads (plain and llama3-scaled) converted --to gguf: refused in one paragraph, or a file
+    whose tensors are their sources as rewritten (support/fuzz_gguf.py)."""
+    summary = fuzz_convert.fuzz(12, seed=7, workdir=tmp_path, echo=lambda line: None, gguf=True)
+    assert summary["failures"] == []
+    assert summary["runs"] == 12 and summary["refused"] >= 3 and summary["converted"] >= 3
+
+
+def test_the_fuzzer_catches_a_gguf_writer_that_misorders_rows(tmp_path, monkeypatch):
+    from eagle_convert.layouts import gguf
+
+    monkeypatch.setattr(gguf, "llama_permute", lambda weight, heads: weight)  # q/k left in HF's row order
+    summary = fuzz_convert.fuzz(12, seed=7, workdir=tmp_path, echo=lambda line: None, gguf=True)
+    assert summary["failures"], "a GGUF with unpermuted q/k rows went unnoticed"
+
+
 @pytest.mark.parametrize("seed, run", [(2, 23), (3, 30), (3, 528), (11, 787)])
 def test_the_wrong_typed_config_reproducers_are_refused_cleanly(tmp_path, seed, run):
     """Once counted apart as KNOWN (a TypeError/ValueError traceback from a config reader): target vocab_size 'F32',

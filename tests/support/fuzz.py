@@ -144,13 +144,16 @@ def check_output(out: Path, mutation: Mutation, reference: dict[str, torch.Tenso
     return None
 
 
-def run_once(i: int, seed: int, fixtures: Path, work: Path, references: dict) -> tuple[str, str, str | None]:
-    """(outcome, what was done, failure or None) of run i."""
+def run_once(i: int, seed: int, fixtures: Path, work: Path, references: dict,
+             gguf: bool = False) -> tuple[str, str, str | None]:
+    """(outcome, what was done, failure or None) of run i (`gguf`: every run is one of GGUF_CASES)."""
     rng = random.Random(f"{seed}:{i}")
     case = rng.choice(CASES)
     to_gguf = random.Random(f"{seed}:{i}:gguf").randrange(3)
-    if case.draft == "eagle3" and to_gguf < len(GGUF_CASES):
+    if (case.draft == "eagle3" or gguf) and to_gguf < len(GGUF_CASES):
         case = GGUF_CASES[to_gguf]
+    elif gguf:
+        case = GGUF_CASES[i % len(GGUF_CASES)]
     allow = rng.random() < 0.3
     run = work / f"run{i}"
     draft, target = run / case.draft, run / "target"
@@ -176,8 +179,10 @@ def run_once(i: int, seed: int, fixtures: Path, work: Path, references: dict) ->
         shutil.rmtree(run, ignore_errors=True)
 
 
-def fuzz(runs: int, seed: int, workdir: Path | None = None, only: int | None = None, echo=print) -> dict:
-    """Run the fuzzer; returns {"runs", "seconds", "refused", "converted", "failures": [(i, what, why)]}."""
+def fuzz(runs: int, seed: int, workdir: Path | None = None, only: int | None = None, echo=print,
+         gguf: bool = False) -> dict:
+    """Run the fuzzer; returns {"runs", "seconds", "refused", "converted", "failures": [(i, what, why)]}. `gguf`:
+    only the `--to gguf` cases."""
     started = time.monotonic()
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="fuzz-convert-", dir=workdir))
@@ -191,7 +196,7 @@ def fuzz(runs: int, seed: int, workdir: Path | None = None, only: int | None = N
             references[case.name] = read_output(root / case.name)
         summary = {"runs": 0, "refused": 0, "converted": 0, "failures": []}
         for i in [only] if only is not None else range(runs):
-            outcome, what, failure = run_once(i, seed, fixtures, work, references)
+            outcome, what, failure = run_once(i, seed, fixtures, work, references, gguf)
             summary["runs"] += 1
             if failure or outcome == "FAIL":
                 summary["failures"].append((i, what, failure))
