@@ -70,7 +70,8 @@ def llama3_rewrite(spec: DraftSpec) -> Rewrite:
 
         return llama3_rope_factors(spec.head_dim, rope.theta, rope.params)
 
-    return Rewrite(f"replaced by llama.cpp's llama3 RoPE divisors (theta {rope.theta:g}, {shown})", factors)
+    return Rewrite(f"replaced by llama.cpp's llama3 RoPE divisors, computed from the head's rope_scaling (theta "
+                   f"{rope.theta:g}, {shown})", factors)
 
 
 def rope_refusal(rope: Rope) -> str | None:
