@@ -121,6 +121,10 @@ REFUSED = [
     ({"rope_type": "llama3", "factor": 8.0}, "lacks low_freq_factor, high_freq_factor"),
     (LLAMA31 | {"partial_rotary_factor": 0.5}, "partial_rotary_factor 0.5"),
     ({"rope_type": "nope", "factor": 2.0}, "no RoPE type 'nope'"),
+    ({"rope_type": "linear", "factor": 0.0}, "factor 0.0, where a positive float32 goes"),  # a divisor of 0
+    ({"rope_type": "linear", "factor": 1e39}, "where a positive float32 goes"),  # no FLOAT32 key holds it
+    ({"rope_type": "yarn", "factor": 4.0, "extrapolation_factor": "x"}, "extrapolation_factor 'x'"),
+    ({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2 ** 40}, "not a positive 32-bit"),
 ]
 
 

@@ -14,6 +14,7 @@ from ..rope.types import ROPE_TYPES, yarn_attention_factor
 from ..spec import DraftSpec
 from .base import Rewrite
 
+FLOAT32_MAX = 3.4028234663852886e38  # a FLOAT32 key holds no more
 ROPE_FREQS = "rope_freqs.weight"  # gguf-py MODEL_TENSOR.ROPE_FREQS; eagle3.cpp loads it when present
 # HF YaRN parameter -> the key suffix llama.cpp's converter writes it to when the config states it
 YARN_KEYS = {"extrapolation_factor": "yarn_ext_factor", "attention_factor": "yarn_attn_factor",
@@ -85,11 +86,29 @@ def rope_refusal(rope: Rope) -> str | None:
         if missing:
             return (f"the head's {rope.type} rope_scaling lacks {', '.join(missing)} (llama.cpp's converter would "
                     "fill its own defaults, transformers refuses the config)")
-        return _yarn_refusal(rope) if rope.type == "yarn" else None
+        return _out_of_range(rope) or (_yarn_refusal(rope) if rope.type == "yarn" else None)
     why = {"dynamic": "llama.cpp's converter writes nothing for dynamic NTK scaling, so llama.cpp would run plain RoPE",
            "longrope": "llama.cpp's EAGLE-3 loader reads no LongRoPE factor tensors (rope_long/rope_short)"}
     return why.get(rope.type, f"llama.cpp's converter knows no RoPE type {rope.type!r}") + \
         f" (the head's rope_scaling is {rope.type})"
+
+
+def _out_of_range(rope: Rope) -> str | None:
+    """A value no GGUF key or divisor can hold: a factor that is not positive (a divisor of 0 or below), a stated YaRN
+    value that is not a float32, an original context outside UINT32."""
+    factor, original = rope.params.get("factor"), rope.params.get("original_max_position_embeddings")
+    if factor is not None and not 0 < factor < FLOAT32_MAX:
+        return f"the head's {rope.type} rope_scaling has factor {factor}, where a positive float32 goes"
+    if rope.type == "llama3" and not (rope.params["low_freq_factor"] > 0 and rope.params["high_freq_factor"] > 0):
+        return "the head's llama3 rope_scaling needs positive low_freq_factor and high_freq_factor"
+    if rope.type != "yarn":
+        return None
+    if not (isinstance(original, int) and 0 < original < 2 ** 32):
+        return f"the head's YaRN original_max_position_embeddings is {original!r}, not a positive 32-bit integer"
+    stated = {name: rope.params.get(name) for name in (*YARN_KEYS, "attn_factor") if rope.params.get(name) is not None}
+    wrong = [f"{name} {value!r}" for name, value in stated.items()
+             if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) < FLOAT32_MAX]
+    return f"the head's YaRN states {', '.join(wrong)}, where a number goes" if wrong else None
 
 
 def _yarn_refusal(rope: Rope) -> str | None:
