@@ -53,13 +53,14 @@ def test_the_wrong_typed_config_reproducers_are_refused_cleanly(tmp_path, seed, 
 @pytest.mark.fuzz
 def test_the_long_fuzz_run_finds_nothing(tmp_path):
     """`make fuzz`: FUZZ_N runs from FUZZ_SEED (1000 from 0), or the one run FUZZ_ONLY replays; every failure named
-    with the values that replay it. FUZZ_SURFACE=convert,maps,... picks surfaces (the others: test_fuzz_surfaces.py)."""
+    with the values that replay it. FUZZ_SURFACE=convert,maps,... picks surfaces (the others: test_fuzz_surfaces.py);
+    FUZZ_GGUF=1 makes every convert run a `--to gguf` one."""
     picked = os.environ.get("FUZZ_SURFACE", "")
     if picked and "convert" not in picked.split(","):
         pytest.skip(f"FUZZ_SURFACE={picked}")
     only = int(os.environ["FUZZ_ONLY"]) if os.environ.get("FUZZ_ONLY") else None
     summary = fuzz_convert.fuzz(int(os.environ.get("FUZZ_N", "1000")), seed=int(os.environ.get("FUZZ_SEED", "0")),
-                                workdir=tmp_path, only=only)
+                                workdir=tmp_path, only=only, gguf=os.environ.get("FUZZ_GGUF") == "1")
     print(f"{summary['runs']} runs in {summary['seconds']} s: {summary['refused']} refused, "
           f"{summary['converted']} converted faithfully, {len(summary['failures'])} failed")
     assert summary["failures"] == []
