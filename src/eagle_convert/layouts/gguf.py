@@ -172,5 +172,7 @@ def _inexpressible(spec: DraftSpec) -> str | None:
         (spec.qkv_bias, "llama.cpp's EAGLE-3 attention has no q/k/v bias"),
         (spec.fc_bias, "llama.cpp's EAGLE-3 fc has no bias"),
         (spec.hidden_act != "silu", f"llama.cpp's EAGLE-3 MLP is SiLU-gated; this head uses {spec.hidden_act}"),
+        (spec.head_dim <= 0 or spec.head_dim % 2,
+         f"llama.cpp rotates pairs of a head's dimensions; this head's head_dim is {spec.head_dim}"),
     ]
     return next((why for refused, why in reasons if refused), None) or rope_refusal(head_rope(spec))
