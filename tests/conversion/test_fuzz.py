@@ -32,13 +32,14 @@ def test_a_short_gguf_fuzz_run_finds_nothing(tmp_path):
     assert summary["runs"] == 12 and summary["refused"] >= 3 and summary["converted"] >= 3
 
 
-@pytest.mark.parametrize("seed, run", [(0, 316)])
-def test_the_gguf_fuzz_reproducers_are_refused_cleanly(tmp_path, seed, run):
-    """Found by the FUZZ_GGUF=1 run: head_dim -1 escaped the GGUF writer as struct.error (a negative UINT32)."""
+@pytest.mark.parametrize("seed, run, damage", [(0, 316, "head_dim = -1"), (0, 587, "q_proj.weight shape")])
+def test_the_gguf_fuzz_reproducers_are_refused_cleanly(tmp_path, seed, run, damage):
+    """Found by the FUZZ_GGUF=1 run: head_dim -1 escaped the GGUF writer as struct.error (a negative UINT32); a q_proj
+    of shape [1, 64, 128] escaped llama.cpp's row permutation as a RuntimeError."""
     lines = []
     summary = fuzz_convert.fuzz(1, seed=seed, workdir=tmp_path, only=run, echo=lines.append, gguf=True)
     assert summary["failures"] == [] and summary["refused"] == 1, lines
-    assert "head_dim" in lines[0]
+    assert damage in lines[0]
 
 
 def test_the_fuzzer_catches_a_gguf_writer_that_misorders_rows(tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shlex
 
+from ..errors import ShapeMismatchError
 from ..kinds import EAGLE3, LAYER
 from ..spec import DraftSpec
 from ..taps.conventions import CONVENTIONS
@@ -120,9 +121,9 @@ class Gguf(Layout):
     def rewrites(self, spec: DraftSpec) -> dict[str, Rewrite]:
         q_heads, kv_heads = spec.num_attention_heads, spec.num_key_value_heads
         return {"blk.0.attn_q.weight": Rewrite(f"llama.cpp's RoPE row order ({q_heads} heads)",
-                                               lambda w: llama_permute(w, q_heads)),
+                                               _row_order("q_proj", q_heads, spec.head_dim)),
                 "blk.0.attn_k.weight": Rewrite(f"llama.cpp's RoPE row order ({kv_heads} heads)",
-                                               lambda w: llama_permute(w, kv_heads)),
+                                               _row_order("k_proj", kv_heads, spec.head_dim)),
                 "d2t": Rewrite("offsets -> absolute target ids (d2t[i] + i), I64", absolute_d2t),
                 **({ROPE_FREQS: llama3_rewrite(spec)} if head_rope(spec).type == "llama3" else {})}
 
@@ -146,6 +147,19 @@ def llama_permute(weight, heads: int):
     adjacent rows), as convert_hf_to_gguf.py's LlamaModel.permute does for a Llama model."""
     rows = weight.shape[0]
     return weight.reshape(heads, 2, rows // heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def _row_order(name: str, heads: int, head_dim: int):
+    """llama_permute for a q/k weight that must be [heads * head_dim, columns]: any other shape (a damaged or
+    mislabelled tensor) is refused by name instead of failing inside the permutation."""
+    def permute(weight):
+        if weight.dim() != 2 or weight.shape[0] != heads * head_dim:
+            raise ShapeMismatchError(
+                f"The head's {name}.weight is {list(weight.shape)}; its config ({heads} heads of {head_dim}) and "
+                f"llama.cpp's EAGLE-3 loader need [{heads * head_dim}, columns].",
+                "The head's tensors and config.json disagree: re-export the head, or fix its config.")
+        return llama_permute(weight, heads)
+    return permute
 
 
 def absolute_d2t(d2t):
