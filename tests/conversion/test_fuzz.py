@@ -32,10 +32,12 @@ def test_a_short_gguf_fuzz_run_finds_nothing(tmp_path):
     assert summary["runs"] == 12 and summary["refused"] >= 3 and summary["converted"] >= 3
 
 
-@pytest.mark.parametrize("seed, run, damage", [(0, 316, "head_dim = -1"), (0, 587, "q_proj.weight shape")])
+@pytest.mark.parametrize("seed, run, damage", [(0, 316, "head_dim = -1"), (0, 587, "q_proj.weight shape"),
+                                               (11, 76, "fc.weight shape")])
 def test_the_gguf_fuzz_reproducers_are_refused_cleanly(tmp_path, seed, run, damage):
     """Found by the FUZZ_GGUF=1 run: head_dim -1 escaped the GGUF writer as struct.error (a negative UINT32); a q_proj
-    of shape [1, 64, 128] escaped llama.cpp's row permutation as a RuntimeError."""
+    of shape [1, 64, 128] escaped llama.cpp's row permutation as a RuntimeError; an fc.weight of [64, 192, 1] escaped
+    the EAGLE-3 reader (draft/variants.py) as a ValueError."""
     lines = []
     summary = fuzz_convert.fuzz(1, seed=seed, workdir=tmp_path, only=run, echo=lines.append, gguf=True)
     assert summary["failures"] == [] and summary["refused"] == 1, lines
