@@ -91,6 +91,15 @@ def test_the_writers_bytes_parse_with_an_independent_reader(tmp_path):
     assert back.types["a.ids"] == "ARRAY[INT32]" and torch.equal(back.tensor("d"), values["d"])
 
 
+def test_a_value_its_gguf_type_cannot_hold_is_refused_naming_the_key_before_writing(tmp_path):
+    metadata = {"general.architecture": ("STRING", "eagle3"), "a.dim": ("UINT32", -1), "a.eps": ("FLOAT32", 1e39)}
+    with pytest.raises(errors.UnsupportedConversionError, match=r"a\.dim = -1 \(UINT32\); a\.eps = 1e\+39"):
+        write_gguf(tmp_path / "x.gguf", metadata, [], lambda t: None)
+    assert not (tmp_path / "x.gguf").exists()
+    write_gguf(tmp_path / "y.gguf", {"a.dim": ("UINT32", 2 ** 32 - 1)}, [], lambda t: None)  # negative control
+    assert read_gguf(tmp_path / "y.gguf").metadata == {"a.dim": 2 ** 32 - 1}
+
+
 # ---- the engine pair, written for llama.cpp -------------------------------------------------------------------------
 # What llama.cpp b11434's converter writes for this head (recorded from its output, tests/engines/ compares it live),
 # less general.size_label (cosmetic) and the tokenizer (the loader needs only tokenizer.ggml.model: layouts/gguf.py).
@@ -182,8 +191,10 @@ def test_what_llamacpp_cannot_run_is_refused_by_name(variants, name, tmp_path):
 
 @pytest.mark.parametrize("changes, message", [
     ({"norm_output": True}, "no norm_output"),
-    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, "RoPE scaling \\(llama3\\)"),
+    ({"rope_scaling": {"rope_type": "dynamic", "factor": 8.0}}, "dynamic NTK"),
     ({"hidden_act": "gelu"}, "SiLU"),
+    ({"head_dim": -1}, "head_dim is -1"),  # found by the fuzzer: a negative UINT32 escaped the writer
+    ({"head_dim": 7}, "head_dim is 7"),
 ])
 def test_flags_without_a_gguf_form_are_refused(changes, message):
     import re

@@ -3,8 +3,9 @@
     make fuzz [FUZZ_N=1000] [FUZZ_SEED=0] [FUZZ_ONLY=RUN]     (tests/conversion/test_fuzz.py, marker `fuzz`)
 
 Builds tiny checkpoints (src/eagle_convert/testing/tiny.py: a sharded safetensors target, an EAGLE-1 `.bin` head with
-an fc bias, an EAGLE-3 safetensors head) and three conversions of them (EAGLE-3 -> vllm, EAGLE-1 -> vllm-v0,
-EAGLE-1 -> vllm with --fc-bias fold), converts each once as a reference, then per run copies one conversion's
+an fc bias, an EAGLE-3 safetensors head, the same EAGLE-3 head with llama3 RoPE scaling) and five conversions of them
+(EAGLE-3 -> vllm, EAGLE-1 -> vllm-v0, EAGLE-1 -> vllm with --fc-bias fold, both EAGLE-3 heads -> gguf:
+support/fuzz_gguf.py reads the GGUF back), converts each once as a reference, then per run copies one conversion's
 inputs, damages one file (support/fuzz_mutations.py: safetensors headers, entries, lengths, nesting,
 metadata, data bits, NaN/Inf, truncation; pickles; config and index JSON; missing and extra files) and runs the
 CLI in a forked child bounded in time and address space (support/fuzz_bounded.py), with --allow-nonfinite on some
@@ -36,6 +37,7 @@ from safetensors.torch import load_file
 
 from eagle_convert.testing.tiny import TinyConfig, make_eagle1_head, make_eagle3_head, make_target
 from support.fuzz_bounded import Outcome, run_cli
+from support.fuzz_gguf import ROPE_FREQS, gguf_rewritten, read_gguf_output, with_llama3_copy
 from support.fuzz_mutations import Mutation, mutate
 
 
@@ -48,6 +50,10 @@ class Case:
 
 CASES = (Case("eagle3-vllm", "eagle3", ("--to", "vllm")), Case("eagle1-vllm-v0", "eagle1", ("--to", "vllm-v0")),
          Case("eagle1-fold", "eagle1", ("--to", "vllm", "--fc-bias", "fold")))
+# An EAGLE-3 run goes to GGUF two times in three, decided by a generator of its own, so that run i of CASES keeps its
+# mutation (the reproducers in test_fuzz.py name runs by number).
+GGUF_CASES = (Case("eagle3-gguf", "eagle3", ("--to", "gguf")),
+              Case("eagle3-llama3-gguf", "eagle3-llama3", ("--to", "gguf", "--allow-rope-mismatch")))
 
 
 def build_fixtures(root: Path) -> None:
@@ -55,6 +61,7 @@ def build_fixtures(root: Path) -> None:
     tensors = make_target(root / "target", cfg, shards=2)
     make_eagle1_head(root / "eagle1", cfg, tensors)  # pytorch_model.bin, fc bias
     make_eagle3_head(root / "eagle3", cfg, tensors)
+    with_llama3_copy(root / "eagle3", root / "eagle3-llama3")
 
 
 def convert(draft: Path, target: Path, out: Path, case: Case, allow: bool) -> Outcome:
@@ -84,6 +91,8 @@ def same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def read_output(out: Path) -> dict[str, torch.Tensor]:
+    if list(out.glob("*.gguf")):
+        return read_gguf_output(out)
     tensors = {}
     for f in sorted(out.glob("*.safetensors")):
         tensors.update(load_file(f))
@@ -124,16 +133,31 @@ def check_output(out: Path, mutation: Mutation, reference: dict[str, torch.Tenso
                 return f"{name} converted from {src['file']}, which its own loader refuses ({exc})"
             if not same(written[name], expected.to(written[name].dtype)):
                 return f"{name} differs from {src['file']}:{src['name']} as safetensors/torch read it"
+        elif (rewritten := gguf_rewritten(how, sources)) is not None:
+            try:
+                expected = rewritten(load_source, written[name].dtype)
+            except Exception as exc:  # noqa: BLE001 - any refusal by the format's own loader
+                return f"{name} converted from {sources[0]['file']}, which its own loader refuses ({exc})"
+            if not same(written[name], expected):
+                return f"{name} differs from its source, rewritten as provenance says ({how})"
+        elif name == ROPE_FREQS and changed and changed.endswith("config.json"):
+            continue  # computed from the draft's (damaged) rope_scaling: fuzz_gguf.py checks it is finite
         elif changed not in {s["file"] for s in sources} or not mutation.touched:
             if name in reference and not same(written[name], reference[name]):
                 return f"{name} ({how}) differs from the reference conversion"
     return None
 
 
-def run_once(i: int, seed: int, fixtures: Path, work: Path, references: dict) -> tuple[str, str, str | None]:
-    """(outcome, what was done, failure or None) of run i."""
+def run_once(i: int, seed: int, fixtures: Path, work: Path, references: dict,
+             gguf: bool = False) -> tuple[str, str, str | None]:
+    """(outcome, what was done, failure or None) of run i (`gguf`: every run is one of GGUF_CASES)."""
     rng = random.Random(f"{seed}:{i}")
     case = rng.choice(CASES)
+    to_gguf = random.Random(f"{seed}:{i}:gguf").randrange(3)
+    if (case.draft == "eagle3" or gguf) and to_gguf < len(GGUF_CASES):
+        case = GGUF_CASES[to_gguf]
+    elif gguf:
+        case = GGUF_CASES[i % len(GGUF_CASES)]
     allow = rng.random() < 0.3
     run = work / f"run{i}"
     draft, target = run / case.draft, run / "target"
@@ -159,8 +183,10 @@ def run_once(i: int, seed: int, fixtures: Path, work: Path, references: dict) ->
         shutil.rmtree(run, ignore_errors=True)
 
 
-def fuzz(runs: int, seed: int, workdir: Path | None = None, only: int | None = None, echo=print) -> dict:
-    """Run the fuzzer; returns {"runs", "seconds", "refused", "converted", "failures": [(i, what, why)]}."""
+def fuzz(runs: int, seed: int, workdir: Path | None = None, only: int | None = None, echo=print,
+         gguf: bool = False) -> dict:
+    """Run the fuzzer; returns {"runs", "seconds", "refused", "converted", "failures": [(i, what, why)]}. `gguf`:
+    only the `--to gguf` cases."""
     started = time.monotonic()
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="fuzz-convert-", dir=workdir))
@@ -168,13 +194,13 @@ def fuzz(runs: int, seed: int, workdir: Path | None = None, only: int | None = N
         fixtures, work = root / "fixtures", root / "work"
         build_fixtures(fixtures)
         references = {}
-        for case in CASES:
+        for case in CASES + GGUF_CASES:
             result = convert(fixtures / case.draft, fixtures / "target", root / case.name, case, False)
             assert result.exit_code == 0, f"the unmutated {case.name} conversion failed: {result.stderr}"
             references[case.name] = read_output(root / case.name)
         summary = {"runs": 0, "refused": 0, "converted": 0, "failures": []}
         for i in [only] if only is not None else range(runs):
-            outcome, what, failure = run_once(i, seed, fixtures, work, references)
+            outcome, what, failure = run_once(i, seed, fixtures, work, references, gguf)
             summary["runs"] += 1
             if failure or outcome == "FAIL":
                 summary["failures"].append((i, what, failure))

@@ -184,7 +184,9 @@ def _opened(name: str | InputRef, **options) -> InputRef:
 def gguf_positions_said(metadata: dict) -> str:
     """The GGUF keys that state the output's positions, named after the file's own architecture (eagle3, dflash)."""
     arch = metadata["general.architecture"][1]
-    return f"GGUF {arch}.context_length and {arch}.rope.freq_base (a head with RoPE scaling is refused)"
+    scaling = ("and the head's RoPE scaling as llama.cpp's converter writes it (llama3: the rope_freqs.weight tensor; "
+               f"linear, YaRN: {arch}.rope.scaling.*)") if arch == "eagle3" else "(a head with RoPE scaling is refused)"
+    return f"GGUF {arch}.context_length and {arch}.rope.freq_base {scaling}"
 
 
 def written_positions(config: dict) -> dict:

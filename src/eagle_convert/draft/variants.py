@@ -160,10 +160,11 @@ def _aux_states(cfg: dict, shapes: dict, *, hidden: int, target_cfg: dict, label
         sources["num_aux_states"] = "0: tensors (no fc.weight)"
         sources["aux_layer_ids"] = where_ids or origin_text(NO_AUX, ())
         return 0, hidden, ((), origin or NO_AUX)
-    fc_out, width = shapes["fc.weight"]
-    if fc_out != hidden:
-        raise ShapeMismatchError(f"{label}: fc.weight is {[fc_out, width]}, expected [{hidden}, n x target hidden].",
+    fc_shape = list(shapes["fc.weight"])
+    if len(fc_shape) != 2 or fc_shape[0] != hidden:  # a 3-D fc (a damaged header) is refused here, not unpacked
+        raise ShapeMismatchError(f"{label}: fc.weight is {fc_shape}, expected [{hidden}, n x target hidden].",
                                  "The head does not match its own config.")
+    fc_out, width = fc_shape
     if ids is not None and not ids:
         raise LayoutError(
             f"{label}: {where_ids.replace(' (stated empty: no layers)', '')} is an empty list, but fc.weight reads "

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import VerificationError
+from ..errors import UnsupportedConversionError, VerificationError
 from .gguf_header import ARRAY, MAGIC, SCALARS, STRING, read_header
 
 VERSION, ALIGNMENT = 3, 32
@@ -66,10 +66,25 @@ def _padding(n: int, alignment: int) -> int:
     return -n % alignment
 
 
+def _metadata_bytes(metadata: dict[str, tuple[str, object]]) -> list[bytes]:
+    """Each key/value pair encoded; a value its type cannot hold (a negative UINT32 read from a damaged config, a
+    float past float32) is refused naming every such key, before a byte is written."""
+    parts, unfit = [], []
+    for key, (type_name, value) in metadata.items():
+        try:
+            parts.append(_string(key) + _value(type_name, value))
+        except (struct.error, OverflowError, TypeError, ValueError):
+            unfit.append(f"{key} = {value!r} ({type_name})")
+    if unfit:
+        raise UnsupportedConversionError(
+            f"The head's config gives GGUF keys values their types cannot hold: {'; '.join(unfit)}.",
+            "Correct those values in the draft's config.json (copy them from the model the head was trained for).")
+    return parts
+
+
 def header_bytes(metadata: dict[str, tuple[str, object]], tensors: list[GgufTensor]) -> tuple[bytes, list[int]]:
     """The header up to the data section (padded), and each tensor's offset in the data section."""
-    parts = [MAGIC, struct.pack("<IQQ", VERSION, len(tensors), len(metadata))]
-    parts += [_string(key) + _value(type_name, value) for key, (type_name, value) in metadata.items()]
+    parts = [MAGIC, struct.pack("<IQQ", VERSION, len(tensors), len(metadata)), *_metadata_bytes(metadata)]
     offsets, offset = [], 0
     for t in tensors:
         if t.dtype not in GGML_TYPES:

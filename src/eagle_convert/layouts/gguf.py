@@ -8,17 +8,29 @@ reads `d2t[i]` as the target token of draft token i; HF stores offsets i -> d2t[
 converter keeps them), and `eagle3.target_layers` is written through the taps table (`gguf`: the input of layer i,
 as vLLM counts). The tokenizer keys: the loader requires only `tokenizer.ggml.model`, and the EAGLE-3 speculator
 never reads the draft's vocabulary (it drafts in the target's tokens through d2t and compares no vocabularies), so
-the file states `none` instead of a copy of the target's tokenizer (measured here: identical counters either way)."""
+the file states `none` instead of a copy of the target's tokenizer (measured here: identical counters either way).
+
+RoPE is the head's own schedule, written as llama.cpp's converter writes it (gguf_rope.py: llama3 as a
+`rope_freqs.weight` tensor, linear and YaRN as keys), and refused by name where llama.cpp would run another."""
 
 from __future__ import annotations
 
 import shlex
 
+from ..errors import ShapeMismatchError
 from ..kinds import EAGLE3, LAYER
-from ..rope.types import rope_type_of
 from ..spec import DraftSpec
 from ..taps.conventions import CONVENTIONS
-from .base import Layout, OutputContext, Rewrite, output_limit, written_aux_ids
+from .base import DerivedTensor, Layout, OutputContext, Rewrite, output_limit, written_aux_ids
+from .gguf_rope import (
+    ROPE_FREQS,
+    GgufMetadata,
+    head_rope,
+    llama3_rewrite,
+    rope_refusal,
+    rope_scaling_keys,
+    written_scaling,
+)
 from .vllm import eagle3_output_roles
 
 ARCH = "eagle3"
@@ -71,7 +83,8 @@ class Gguf(Layout):  # registered by gguf_dflash.py, which adds DFlash heads to 
             "eagle3.feed_forward_length": ["UINT32", spec.intermediate_size],
             "eagle3.attention.head_count": ["UINT32", spec.num_attention_heads],
             "eagle3.attention.head_count_kv": ["UINT32", spec.num_key_value_heads],
-            "eagle3.rope.freq_base": ["FLOAT32", spec.rope_theta],
+            **rope_scaling_keys(spec, ARCH),
+            "eagle3.rope.freq_base": ["FLOAT32", head_rope(spec).theta],
             "eagle3.attention.layer_norm_rms_epsilon": ["FLOAT32", spec.rms_norm_eps],
             "eagle3.attention.key_length": ["UINT32", spec.head_dim],
             "eagle3.attention.value_length": ["UINT32", spec.head_dim],
@@ -81,17 +94,24 @@ class Gguf(Layout):  # registered by gguf_dflash.py, which adds DFlash heads to 
             "general.quantization_version": ["UINT32", 2],
             "tokenizer.ggml.model": ["STRING", "none"],  # required by the loader, never read for a draft (above)
         }
-        return meta
+        return GgufMetadata(meta, written_scaling(spec))
 
     def flat_config(self, config: dict) -> dict:
-        """The HF keys the output checks read (positions/checks.py), from the metadata."""
+        """The HF keys the output checks read (positions/checks.py), from the metadata and the schedule it stands for
+        (a llama3 schedule is a tensor, with no key of its own)."""
         value = {key: v[1] for key, v in config.items()}
         return {"max_position_embeddings": value.get("eagle3.context_length"),
-                "rope_theta": value.get("eagle3.rope.freq_base"), "num_hidden_layers": value.get("eagle3.block_count")}
+                "rope_theta": value.get("eagle3.rope.freq_base"), "num_hidden_layers": value.get("eagle3.block_count"),
+                "rope_scaling": getattr(config, "rope_scaling", None)}
 
     def output_names(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, str]:
         roles = eagle3_output_roles(spec, canonical)
         return {TENSOR_NAMES[n]: n for n in sorted(roles) if n in TENSOR_NAMES}
+
+    def derived_tensors(self, spec: DraftSpec, canonical: frozenset[str]) -> dict[str, DerivedTensor]:
+        if head_rope(spec).type != "llama3":
+            return {}
+        return {ROPE_FREQS: DerivedTensor("rope_freqs", (spec.head_dim // 2,))}  # its values: `rewrites`
 
     def dropped_reasons(self, spec: DraftSpec) -> dict[str, str]:
         return {"t2d": "llama.cpp reads no t2d (its converter skips it; d2t holds the map)"}
@@ -99,10 +119,11 @@ class Gguf(Layout):  # registered by gguf_dflash.py, which adds DFlash heads to 
     def rewrites(self, spec: DraftSpec) -> dict[str, Rewrite]:
         q_heads, kv_heads = spec.num_attention_heads, spec.num_key_value_heads
         return {"blk.0.attn_q.weight": Rewrite(f"llama.cpp's RoPE row order ({q_heads} heads)",
-                                               lambda w: llama_permute(w, q_heads)),
+                                               _row_order("q_proj", q_heads, spec.head_dim)),
                 "blk.0.attn_k.weight": Rewrite(f"llama.cpp's RoPE row order ({kv_heads} heads)",
-                                               lambda w: llama_permute(w, kv_heads)),
-                "d2t": Rewrite("offsets -> absolute target ids (d2t[i] + i), I64", absolute_d2t)}
+                                               _row_order("k_proj", kv_heads, spec.head_dim)),
+                "d2t": Rewrite("offsets -> absolute target ids (d2t[i] + i), I64", absolute_d2t),
+                **({ROPE_FREQS: llama3_rewrite(spec)} if head_rope(spec).type == "llama3" else {})}
 
     def output_dtype(self, name: str, shape: tuple[int, ...], planned):
         """1-D norms stay F32, as llama.cpp's converter writes them whatever --outtype is."""
@@ -124,6 +145,19 @@ def llama_permute(weight, heads: int):
     adjacent rows), as convert_hf_to_gguf.py's LlamaModel.permute does for a Llama model."""
     rows = weight.shape[0]
     return weight.reshape(heads, 2, rows // heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def _row_order(name: str, heads: int, head_dim: int):
+    """llama_permute for a q/k weight that must be [heads * head_dim, columns]: any other shape (a damaged or
+    mislabelled tensor) is refused by name instead of failing inside the permutation."""
+    def permute(weight):
+        if weight.dim() != 2 or weight.shape[0] != heads * head_dim:
+            raise ShapeMismatchError(
+                f"The head's {name}.weight is {list(weight.shape)}; its config ({heads} heads of {head_dim}) and "
+                f"llama.cpp's EAGLE-3 loader need [{heads * head_dim}, columns].",
+                "The head's tensors and config.json disagree: re-export the head, or fix its config.")
+        return llama_permute(weight, heads)
+    return permute
 
 
 def absolute_d2t(d2t):
@@ -150,8 +184,7 @@ def _inexpressible(spec: DraftSpec) -> str | None:
         (spec.qkv_bias, "llama.cpp's EAGLE-3 attention has no q/k/v bias"),
         (spec.fc_bias, "llama.cpp's EAGLE-3 fc has no bias"),
         (spec.hidden_act != "silu", f"llama.cpp's EAGLE-3 MLP is SiLU-gated; this head uses {spec.hidden_act}"),
-        (rope_type_of(spec.rope_scaling) != "default",
-         f"the head's RoPE scaling ({rope_type_of(spec.rope_scaling)}) is not written to GGUF yet (llama.cpp reads "
-         "llama3 scaling from a rope_freqs tensor and the others from rope.scaling keys; neither is checked here)"),
+        (spec.head_dim <= 0 or spec.head_dim % 2,
+         f"llama.cpp rotates pairs of a head's dimensions; this head's head_dim is {spec.head_dim}"),
     ]
-    return next((why for refused, why in reasons if refused), None)
+    return next((why for refused, why in reasons if refused), None) or rope_refusal(head_rope(spec))
