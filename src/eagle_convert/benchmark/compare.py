@@ -39,6 +39,14 @@ def exact_comparison(ours: dict, engine: dict) -> str | None:
     return None
 
 
+def first_differing(rows: list[dict]) -> tuple[dict, str]:
+    """The first prompt whose runs differ, and where: its first differing token, or "the same tokens"."""
+    first = next(r for r in rows if not r["identical"])
+    where = (f"first differing token at turn {first['first_difference']['turn']}, index "
+             f"{first['first_difference']['index']}" if first["first_difference"] else "the same tokens")
+    return first, where
+
+
 def compare_gate(ours: dict, engine: dict, engine_name: str) -> tuple[GateResult, list[dict]]:
     rows = compare_rows(ours, engine)
     loose = exact_comparison(ours, engine)
@@ -50,9 +58,7 @@ def compare_gate(ours: dict, engine: dict, engine_name: str) -> tuple[GateResult
     if not differing:
         return GateResult("engine_compare", True, f"ours and {engine_name} agree on every prompt (fp32 greedy: "
                           "identical counters and tokens).", {"exact": True, "differing_prompts": []}), rows
-    first = next(r for r in rows if not r["identical"])
-    where = (f"first differing token at turn {first['first_difference']['turn']}, index "
-             f"{first['first_difference']['index']}" if first["first_difference"] else "the same tokens")
+    first, where = first_differing(rows)
     return GateResult("engine_compare", False, (
         f"ours and {engine_name} differ in fp32 greedy decoding on {len(differing)} of {len(rows)} prompts: prompt "
         f"{first['id']!r} drafts/accepted {first['ours']['drafts']}/{first['ours']['accepted']} (ours) vs "

@@ -21,6 +21,7 @@ from ..runner.trees.shapes import TreeShape
 from ..settings.bench import DecodeSettings
 from ..settings.convert import ConvertSettings
 from .bench_report import first_difference
+from .compare import first_differing
 from .gates import GateResult
 from .inputs import BenchInputs
 from .loop import run_baseline, run_conversations
@@ -122,9 +123,7 @@ def llamacpp_compare_gate(ours: dict, engine: dict, engine_name: str) -> tuple[G
     if not differing:
         return GateResult("engine_compare", True, f"ours and {engine_name} accept the same drafts and emit the same "
                           f"tokens on every prompt (fp32 greedy). {drafted}", details), rows
-    first = next(r for r in rows if not r["identical"])
-    where = (f"first differing token at turn {first['first_difference']['turn']}, index "
-             f"{first['first_difference']['index']}" if first["first_difference"] else "the same tokens")
+    first, where = first_differing(rows)
     return GateResult("engine_compare", False, (
         f"ours and {engine_name} differ in fp32 greedy decoding on {len(differing)} of {len(rows)} prompts: prompt "
         f"{first['id']!r} accepted {first['ours']['accepted']} (ours) vs {(first['engine'] or {}).get('accepted')} "

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from .mtp_targets import HIDDEN, VOCAB, MtpFixture, MtpTarget, apply_signal, write_shards
+from .mtp_targets import HIDDEN, VOCAB, MtpFixture, MtpTarget, apply_signal, write_fixture
 
 HEADS, KV_HEADS, HEAD_DIM, FFN, TRUNK_LAYERS = 2, 1, 64, 256, 2
 
@@ -137,12 +137,4 @@ def build_family_target(folder: str | Path, fixture: MtpFixture) -> MtpTarget:
         everything = trunk | mtp
         apply_signal(fixture.family, config, everything)
         trunk, mtp = {k: everything[k] for k in trunk}, {k: everything[k] for k in mtp}
-    mtp = {k: t.contiguous() for k, t in mtp.items() if k not in fixture.drop} | dict(fixture.extra)
-    for key, value in fixture.config_extra.items():
-        if value is None:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    files = write_shards(folder, trunk, mtp, index_mtp=fixture.index_mtp)
-    (folder / "config.json").write_text(json.dumps(config, indent=2))
-    return MtpTarget(folder, fixture.family, config, files[-1], tuple(sorted(mtp)), tuple(files[:-1]))
+    return write_fixture(folder, fixture, config, trunk, mtp)

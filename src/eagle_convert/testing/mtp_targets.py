@@ -252,6 +252,14 @@ def build_mtp_target(folder: str | Path, fixture: MtpFixture) -> MtpTarget:
     if fixture.fp8:
         trunk, mtp = quantize_fp8(trunk), quantize_fp8(mtp)
         config["quantization_config"] = dict(FP8_QUANTIZATION)
+    target = write_fixture(folder, fixture, config, trunk, mtp)
+    (folder / "generation_config.json").write_text(json.dumps({"do_sample": False, "eos_token_id": 1}))
+    return target
+
+
+def write_fixture(folder: Path, fixture: MtpFixture, config: dict, trunk: dict, mtp: dict) -> MtpTarget:
+    """The fixture's damage applied (tensors dropped or added, config keys set or removed), then the shards and the
+    config written: the last step of every MTP target builder."""
     mtp = {k: t.contiguous() for k, t in mtp.items() if k not in fixture.drop} | dict(fixture.extra)
     for key, value in fixture.config_extra.items():
         if value is None:
@@ -260,7 +268,6 @@ def build_mtp_target(folder: str | Path, fixture: MtpFixture) -> MtpTarget:
             config[key] = value
     files = write_shards(folder, trunk, mtp, index_mtp=fixture.index_mtp)
     (folder / "config.json").write_text(json.dumps(config, indent=2))
-    (folder / "generation_config.json").write_text(json.dumps({"do_sample": False, "eos_token_id": 1}))
     return MtpTarget(folder, fixture.family, config, files[-1], tuple(sorted(mtp)), tuple(files[:-1]))
 
 
