@@ -162,3 +162,23 @@ def _ctx():
 def test_bfloat16_is_exported_as_fp16_and_said():
     export = LAYOUTS["openvino"].ir_export(_BASE, _ctx())
     assert export.weight_format == "fp16" and "no bfloat16" in export.notes[0]
+
+
+def test_a_genai_answer_reaches_the_report_as_counters_with_no_disabled_rounds(tmp_path):
+    """GenAI's reply through OpenVinoOffline.generate into a prompt's report: its own totals stay in `genai`, and the
+    drafting-disabled rounds (vLLM --concurrency only) stay unmeasured (None), not GenAI's dict added to a count."""
+    from types import SimpleNamespace
+
+    from eagle_convert.engines.openvino_offline import OpenVinoOffline
+
+    engine = OpenVinoOffline("python", tmp_path, tmp_path, k=3, precision="f32", what="GenAI")
+    genai = {"num_accepted_tokens": 2}
+    engine._process = SimpleNamespace(request=lambda command, timeout: {
+        "tokens": [5, 6, 7], "seconds": 0.1, "rounds": [1, 0, 1], "genai": genai})
+    out = engine.generate([1, 2], max_new_tokens=3, temperature=0.0, seed=0, stop_token_ids=(0,))
+    item = SimpleNamespace(drafting_disabled_rounds=None)
+    out.record_rounds(item)
+    assert out.genai == genai and out.disabled_rounds is None and item.drafting_disabled_rounds is None
+    assert out.counters["num_accepted_tokens"] == 2 and out.counters["num_drafts"] == 3
+    engine._process = None
+    engine.close()

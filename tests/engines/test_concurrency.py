@@ -120,7 +120,8 @@ class GroupingVllm(FakeVllmOffline):
     def generate_group(self, batch, **request):
         type(self).calls.append((self.spec is not None, len(batch)))
         outs = [self.generate(ids, **request) for ids in batch]
-        return [Generation(o.tokens, o.seconds, o.counters, None if o.counters is None else 1) for o in outs]
+        return [Generation(o.tokens, o.seconds, o.counters, disabled_rounds=None if o.counters is None else 1)
+                for o in outs]
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ h[a] = pos[a-1] - pos[a], h[k] = pos[k-1]; so τ, rates and the report are compu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import EngineError
 from ..runner.metrics import AcceptanceStats
@@ -22,7 +22,9 @@ class Generation:
     tokens: list[int]
     seconds: float
     counters: dict | None = None  # COUNTER_KEYS moved by this request; None for plain decoding
-    disabled_rounds: int | None = None  # rounds verified with drafting off (vllm_batch.py; None: not measured)
+    # rounds verified with drafting off (vllm_batch.py; None: not measured); keyword-only, so that a subclass's own
+    # fields can never be filled with it by position
+    disabled_rounds: int | None = field(default=None, kw_only=True)
 
     def record_rounds(self, item) -> None:
         """Per-round data for the prompt's report (PromptReport): an engine's counters have none, only (with

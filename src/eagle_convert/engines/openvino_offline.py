@@ -86,7 +86,7 @@ class OpenVinoOffline:
                                        "temperature": temperature, "seed": seed,
                                        "stop_token_ids": list(stop_token_ids)}, GENERATE_TIMEOUT_S)
         counters = counters_from_rounds(reply["rounds"], self.k) if self.k else None
-        return GenAiGeneration(reply["tokens"], reply["seconds"], counters, reply["genai"])
+        return GenAiGeneration(reply["tokens"], reply["seconds"], counters, genai=reply["genai"])
 
     def close(self, grace_s: float = 20.0) -> None:
         if self._process is not None:

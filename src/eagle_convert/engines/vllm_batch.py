@@ -115,5 +115,5 @@ def group_generations(k: int, limit: int | None, batch: list[list[int]], outputs
                           list(spec.get("per_step_drafted") or [])) for ids, (tokens, spec) in zip(batch, outputs)]
     detailed = all(len(item.accepted) == spec["num_spec_steps"] for item, spec in zip(steps, metrics))
     disabled = disabled_rounds(steps, k, limit) if detailed and limit_known else None
-    return [Generation(tokens, share, item, None if disabled is None else disabled[i])
+    return [Generation(tokens, share, item, disabled_rounds=None if disabled is None else disabled[i])
             for i, ((tokens, _), item) in enumerate(zip(outputs, counters))], PER_REQUEST
