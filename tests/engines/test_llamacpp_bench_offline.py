@@ -109,7 +109,7 @@ def _report(accepted, drafts, tokens, dtype="float32", drafted_tokens=None):
         "drafts": d, "drafted": 3 * d, "accepted": a, "histogram": [], "mean_acceptance_length": 1 + a / d}}
         for i, (a, d, t) in enumerate(zip(accepted, drafts, tokens))]
     counters = [{"id": str(i), "num_draft_tokens": n} for i, n in enumerate(drafted_tokens or [3 * d for d in drafts])]
-    return {"settings": {"dtype": dtype}, "prompts": prompts, "engine": {"counters": {"prompts": counters}}}
+    return {"settings": {"dtype": dtype, "k": 3}, "prompts": prompts, "engine": {"counters": {"prompts": counters}}}
 
 
 def test_compare_gates_accepted_and_tokens_and_shows_drafted_apart():
@@ -136,6 +136,11 @@ def test_more_accepted_in_no_more_rounds_is_llamacpps_first_round_and_passes_sho
     # more accepted but in MORE rounds than ours is no first round's doing: it fails
     gate, _ = llamacpp_compare_gate(ours, _report([27, 22], [39, 42], [[1], [2]]), "l")
     assert not gate.passed and gate.details["differing_prompts"] == ["0"]
+    # more than one round's k drafts more (one turn here) is no first round's doing either: it fails
+    gate, _ = llamacpp_compare_gate(ours, _report([30, 22], [38, 42], [[1], [2]]), "l")
+    assert not gate.passed and gate.details["differing_prompts"] == ["0"]
+    gate, _ = llamacpp_compare_gate(ours, _report([29, 22], [38, 42], [[1], [2]]), "l")  # control: k = 3 more passes
+    assert gate.passed
 
 
 def test_compare_is_not_gated_outside_float32():

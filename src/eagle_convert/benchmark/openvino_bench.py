@@ -58,7 +58,8 @@ def bench_openvino(inputs: BenchInputs, decode: DecodeSettings, engine: EngineOp
     unknown = sorted(set(extra) - set(ENGINE_ARGS))
     if unknown or engine.tensor_parallel_size != 1:
         raise EngineError(f"--engine openvino takes no {', '.join(unknown) or '--tensor-parallel-size'}.",
-                          "Its one --engine-arg is target_ir=DIR (a target exported to IR before); it runs on one CPU.")
+                          "Its --engine-arg keys are target_ir=DIR (a target exported to IR before) and "
+                          f"hidden_layers_list={GENAI_DEFAULT}|[...] (an experiment); it runs on one CPU.")
     retap = _taps_override(extra, inputs.target.checkpoint.config)
     python = find_openvino_python(engine.python, what="--engine openvino")
     before_run()
