@@ -86,13 +86,28 @@ def damaged(tmp_path, how: str) -> object:
 
 @pytest.mark.parametrize("how, said", [
     ("truncated", "needs"), ("magic", "the magic is b'GGML'"), ("version", "version 1"),
-    ("huge string", "needs 4,611,686,018,427,387,904 bytes"), ("huge array", "elements needs"),
+    ("huge string", "needs 4,611,686,018,427,387,904 bytes"),
+    ("huge array", "claims 1,152,921,504,606,846,976 elements"),
     ("huge key count", "keys cannot fit"), ("type", "value type 77"), ("utf-8", "is not UTF-8")])
 def test_a_damaged_file_is_refused_naming_the_file_and_offset(tmp_path, how, said):
     path = damaged(tmp_path, how)
     with pytest.raises(CorruptCheckpointError, match="at byte \\d+") as caught:
         read_header_of(path)
     assert str(path) in caught.value.message and said in caught.value.message
+
+
+def test_an_array_count_the_file_could_hold_but_no_key_has_is_refused_before_any_list_is_built(tmp_path):
+    """A many-GB file passes the size check for a count of 2^24 + 1 one-byte elements; no vocabulary or merge list is
+    that long, so the count is refused before Python builds the list (the file's size stated as 2^40 bytes)."""
+    from eagle_convert.io.gguf_header import MAX_ARRAY, read_header
+
+    path = written(tmp_path)
+    raw = bytearray(path.read_bytes())
+    scores = _offset_of(raw, "tokenizer.ggml.scores")
+    raw[scores + 4 + 4:scores + 4 + 12] = struct.pack("<Q", MAX_ARRAY + 1)
+    path.write_bytes(bytes(raw))
+    with open(path, "rb") as f, pytest.raises(CorruptCheckpointError, match="claims 16,777,217 elements"):
+        read_header(f, str(path), size=1 << 40)
 
 
 def test_negative_control_the_damage_helper_changes_nothing_unasked(tmp_path):

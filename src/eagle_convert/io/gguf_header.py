@@ -28,6 +28,9 @@ STRING, ARRAY = 8, 9
 TYPE_NAMES = {code: name for name, (code, _) in SCALARS.items()} | {STRING: "STRING", ARRAY: "ARRAY"}
 # The fewest bytes one key/value pair takes (an empty name, a type, a one-byte value): bounds the key count.
 SMALLEST_PAIR = 8 + 4 + 1
+# The most elements one array may hold: the largest vocabularies and merge lists are under a million entries, while a
+# damaged count inside a many-GB file could otherwise pass the size check and build a list of billions of Python ints.
+MAX_ARRAY = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,9 @@ class _Stream:
             if element == ARRAY:  # the specification allows it; no llama.cpp key is one, and its loader refuses it
                 raise self.damaged(f"{what} is an array of arrays", self.at - 12)
             name = self._type_name(element, what, self.at - 12)
+            if count > MAX_ARRAY:
+                raise self.damaged(f"{what} claims {count:,} elements (more than the {MAX_ARRAY:,} any GGUF key "
+                                   "holds)", self.at - 12)
             # every element takes at least one byte (a string 8): a count the file cannot hold is refused here
             self.need(count * (8 if element == STRING else struct.calcsize(SCALARS[name][1])), f"{what}'s {count:,} "
                       f"elements")
