@@ -31,6 +31,7 @@ from .gguf_rope import (
     rope_scaling_keys,
     written_scaling,
 )
+from .plain_eagle3 import plain_eagle3_reasons
 from .vllm import eagle3_output_roles
 
 ARCH = "eagle3"
@@ -169,21 +170,12 @@ def absolute_d2t(d2t):
 
 def _inexpressible(spec: DraftSpec) -> str | None:
     """Why llama.cpp b11434 cannot run this EAGLE-3 head (src/models/eagle3.cpp, common/speculative.cpp), or None."""
-    aux = len(spec.aux_layer_ids or ()) if spec.use_aux_hidden_state else 0
     reasons = [
         (spec.fc_norm, "llama.cpp has no per-aux-state norms: `fc_norm.{i}` (EAGLE 3.1) makes its own converter "
                        "abort, and its graph has no place for them"),
         (spec.norm_output, "llama.cpp has no norm_output (EAGLE 3.1): nothing in b11434 reads it, so it would feed "
                            "back the pre-norm state in silence"),
-        (aux != 3 or spec.num_aux_states != 3,
-         f"llama.cpp's EAGLE-3 loader requires exactly 3 target layers (`eagle3.target_layers`); this head taps {aux}"),
-        (spec.num_layers != 1, f"llama.cpp's EAGLE-3 graph has one decoder layer; this head has {spec.num_layers}"),
-        (spec.qk_norm or spec.base_model_type != "llama",
-         f"llama.cpp's EAGLE-3 draft is a Llama layer (no q_norm/k_norm, no q/k/v bias); this is a "
-         f"{'Qwen3' if spec.qk_norm else spec.base_model_type} draft"),
-        (spec.qkv_bias, "llama.cpp's EAGLE-3 attention has no q/k/v bias"),
-        (spec.fc_bias, "llama.cpp's EAGLE-3 fc has no bias"),
-        (spec.hidden_act != "silu", f"llama.cpp's EAGLE-3 MLP is SiLU-gated; this head uses {spec.hidden_act}"),
+        *plain_eagle3_reasons(spec, "llama.cpp", "eagle3.target_layers"),
         (spec.head_dim <= 0 or spec.head_dim % 2,
          f"llama.cpp rotates pairs of a head's dimensions; this head's head_dim is {spec.head_dim}"),
     ]

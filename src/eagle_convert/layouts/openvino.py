@@ -19,6 +19,7 @@ from ..rope.types import rope_type_of
 from ..spec import DraftSpec
 from ..taps.conventions import CONVENTIONS
 from .base import Layout, OutputContext, base_inner_config, rename_prefix, written_aux_ids
+from .plain_eagle3 import plain_eagle3_reasons, tapped
 from .registry import register
 from .vllm import eagle3_output_roles
 
@@ -86,24 +87,14 @@ class OpenVino(Layout):
 def genai_inexpressible(spec: DraftSpec) -> str | None:
     """Why OpenVINO GenAI 2026.4 cannot run this EAGLE-3 head (optimum-intel's LlamaEagle3Model and GenAI's
     eagle3_model_transforms: one midlayer, norm after the residual, fc over exactly three taps, a Llama layer)."""
-    aux = len(spec.aux_layer_ids or ()) if spec.use_aux_hidden_state else 0
+    aux = tapped(spec)
     reasons = [
         (spec.norm_before_residual, "GenAI's EAGLE-3 layer adds the residual before its norm; this head sets "
                                     "norm_before_residual"),
         (spec.norm_before_fc, "GenAI's EAGLE-3 has no norm before fc (norm_before_fc)"),
         (spec.fc_norm, "GenAI's EAGLE-3 has no per-aux-state norms (`fc_norm.{i}`, EAGLE 3.1)"),
         (spec.norm_output, "GenAI's EAGLE-3 feeds back the pre-norm state; this head sets norm_output (EAGLE 3.1)"),
-        (aux != 3 or spec.num_aux_states != 3,
-         f"GenAI's EAGLE-3 taps exactly 3 target layers (`hidden_layers_list`, fc of 3 x hidden); this head taps "
-         f"{aux}"),
-        (spec.num_layers != 1, f"GenAI's EAGLE-3 draft has one decoder layer (`midlayer`); this head has "
-                               f"{spec.num_layers}"),
-        (spec.qk_norm or spec.base_model_type != "llama",
-         f"GenAI's EAGLE-3 draft is a Llama layer (optimum-intel's LlamaForCausalLMEagle3: no q_norm/k_norm); this "
-         f"is a {'Qwen3' if spec.qk_norm else spec.base_model_type} draft"),
-        (spec.qkv_bias, "optimum-intel's EAGLE-3 attention has no q/k/v bias"),
-        (spec.fc_bias, "optimum-intel's EAGLE-3 fc has no bias"),
-        (spec.hidden_act != "silu", f"optimum-intel's EAGLE-3 MLP is SiLU-gated; this head uses {spec.hidden_act}"),
+        *plain_eagle3_reasons(spec, "GenAI", "hidden_layers_list"),
         (rope_type_of(spec.rope_scaling) not in ("default", "llama3", "linear", "dynamic", "yarn"),
          f"optimum-intel's EAGLE-3 RoPE has no {rope_type_of(spec.rope_scaling)} scaling"),
         (aux == 3 and min(spec.aux_layer_ids) < 1,
